@@ -1,0 +1,144 @@
+"""Drivers decide how a model is asked for its next move and turn its answer into canonical stream parts.
+
+The loop calls ``driver.stream_step(model, request)`` once per step and consumes canonical parts; it
+never knows which driver ran. ``NativeToolDriver`` uses provider function calling; ``ReActDriver``
+(``toolwire.agent.react``) asks a model without function calling for schema-constrained JSON decisions;
+``ScriptedDriver`` replays decisions for tests.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from toolwire.messages import Part, TextPart, ToolCallPart
+from toolwire.models.base import (
+    Finish,
+    Model,
+    ModelRequest,
+    ModelStreamPart,
+    StreamStart,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolInputDelta,
+    ToolInputEnd,
+    ToolInputStart,
+    parse_tool_args,
+)
+
+
+class Driver(ABC):
+    """Turns one agent step into canonical model stream parts."""
+
+    @abstractmethod
+    def stream_step(self, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
+        """Stream one step. ``request`` holds the canonical history, tools and tool_choice."""
+
+
+class NativeToolDriver(Driver):
+    """Provider function calling. Passes parts through, holding back text that looks like JSON until the
+    step ends, then dropping it if it merely echoes a tool call's arguments (some providers leak them)."""
+
+    async def stream_step(self, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
+        held: dict[str, list[ModelStreamPart]] = {}
+        held_text: dict[str, list[str]] = {}
+        undecided: set[str] = set()
+        calls: list[ToolInputEnd] = []
+        async for part in model.stream(request):
+            match part:
+                case TextStart():
+                    undecided.add(part.id)
+                    held[part.id] = [part]
+                    held_text[part.id] = []
+                    continue
+                case TextDelta() if part.id in undecided:
+                    held[part.id].append(part)
+                    held_text[part.id].append(part.delta)
+                    stripped = "".join(held_text[part.id]).lstrip()
+                    if stripped and not stripped.startswith(("{", "```")):
+                        undecided.discard(part.id)  # not JSON-looking: release now and stream live
+                        for held_part in held.pop(part.id):
+                            yield held_part
+                        held_text.pop(part.id)
+                    continue
+                case TextDelta() | TextEnd() if part.id in held:
+                    held[part.id].append(part)
+                    continue
+                case ToolInputEnd():
+                    calls.append(part)
+                case Finish():
+                    for part_id, parts in held.items():
+                        if not _is_echo("".join(held_text[part_id]), calls):
+                            for held_part in parts:
+                                yield held_part
+                    held.clear()
+            yield part
+        for parts in held.values():  # stream ended without finish: release what was held
+            for held_part in parts:
+                yield held_part
+
+
+def _is_echo(text: str, calls: Sequence[ToolInputEnd]) -> bool:
+    body = text.strip()
+    if body.startswith("```"):
+        body = body.strip("`")
+        body = body.removeprefix("json").strip()
+    if not body or not calls:
+        return not body and bool(calls)
+    try:
+        value: Any = json.loads(body)
+    except ValueError:
+        return False
+    candidates = value if isinstance(value, list) else [value]
+    for candidate in candidates:
+        if not isinstance(candidate, dict):
+            return False
+        if not any(_matches(candidate, call) for call in calls):
+            return False
+    return True
+
+
+def _matches(candidate: dict[str, Any], call: ToolInputEnd) -> bool:
+    if candidate == call.args:
+        return True
+    name = candidate.get("name") or candidate.get("tool_name") or candidate.get("tool")
+    args = candidate.get("arguments", candidate.get("args", candidate.get("parameters")))
+    if isinstance(args, str):
+        args, _ = parse_tool_args(args)
+    return name == call.tool_name and args == call.args
+
+
+class ScriptedDriver(Driver):
+    """Ignores the model and replays scripted decisions, one list of parts per step (for tests)."""
+
+    def __init__(self, steps: Sequence[Sequence[Part]]) -> None:
+        self._steps = [list(s) for s in steps]
+        self._next = 0
+
+    async def stream_step(self, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
+        parts = self._steps[self._next] if self._next < len(self._steps) else [TextPart(text="")]
+        self._next += 1
+        yield StreamStart()
+        has_calls = False
+        for index, part in enumerate(parts):
+            if isinstance(part, TextPart):
+                yield TextStart(id=f"t{index}")
+                yield TextDelta(id=f"t{index}", delta=part.text)
+                yield TextEnd(id=f"t{index}")
+            elif isinstance(part, ToolCallPart):
+                has_calls = True
+                yield ToolInputStart(id=part.tool_call_id, tool_name=part.tool_name)
+                yield ToolInputDelta(id=part.tool_call_id, delta=part.args_json)
+                args, error = parse_tool_args(part.args_json)
+                yield ToolInputEnd(
+                    id=part.tool_call_id,
+                    tool_name=part.tool_name,
+                    args=args,
+                    args_json=part.args_json,
+                    args_error=error,
+                    provider_metadata=part.provider_metadata,
+                )
+        yield Finish(reason="tool-calls" if has_calls else "stop")

@@ -1,0 +1,151 @@
+"""The toolwire exception tree.
+
+::
+
+    ToolwireError
+    ├── ConfigError
+    ├── UnsupportedContentError
+    ├── ProviderError (provider, model, status, code, retryable, body)
+    │   ├── ProviderHTTPError
+    │   ├── ProviderConnectionError
+    │   └── ProviderProtocolError
+    ├── ToolError
+    │   ├── ToolNotFoundError
+    │   ├── ToolArgumentsError
+    │   ├── ToolTimeoutError
+    │   ├── ToolBlockedError
+    │   └── ToolExecutionError
+    ├── DriverError
+    │   ├── DecisionExtractionFailed
+    │   └── DecisionValidationFailed
+    ├── StepAborted
+    ├── MaxStepsExceeded
+    └── StoreError
+        └── SessionBusyError
+
+Foreign exceptions are translated at the boundary with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ToolwireError(Exception):
+    """Root of every error toolwire raises on purpose."""
+
+
+class ConfigError(ToolwireError):
+    """Bad configuration: unknown model string, missing extra, missing API key."""
+
+
+class UnsupportedContentError(ToolwireError):
+    """A message part cannot be represented on the target provider's wire format."""
+
+
+class ProviderError(ToolwireError):
+    """A model provider failed. ``retryable`` is computed from the status / kind."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        model: str = "",
+        status: int | None = None,
+        code: str | None = None,
+        retryable: bool = False,
+        body: Any = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.provider = provider
+        self.model = model
+        self.status = status
+        self.code = code
+        self.retryable = retryable
+        self.body = body
+        self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        where = f"{self.provider}:{self.model}" if self.provider else "provider"
+        status = f" HTTP {self.status}" if self.status is not None else ""
+        code = f" [{self.code}]" if self.code else ""
+        return f"{where}{status}{code}: {self.message}"
+
+
+class ProviderHTTPError(ProviderError):
+    """The provider answered with an HTTP error status."""
+
+
+class ProviderConnectionError(ProviderError):
+    """The provider could not be reached, or the connection broke or timed out."""
+
+
+class ProviderProtocolError(ProviderError):
+    """The provider sent something that does not follow its own wire format, or an error event mid-stream."""
+
+
+class ToolError(ToolwireError):
+    """A tool call could not be executed as asked."""
+
+    def __init__(self, message: str, *, tool_name: str = "", tool_call_id: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.tool_name = tool_name
+        self.tool_call_id = tool_call_id
+
+
+class ToolNotFoundError(ToolError):
+    """The model asked for a tool that is not registered."""
+
+
+class ToolArgumentsError(ToolError):
+    """The arguments are not valid JSON or do not match the tool's schema."""
+
+
+class ToolTimeoutError(ToolError):
+    """The tool ran past its timeout and was cancelled."""
+
+
+class ToolBlockedError(ToolError):
+    """An interceptor blocked the call."""
+
+
+class ToolExecutionError(ToolError):
+    """The tool raised; the original exception is ``__cause__``."""
+
+
+class DriverError(ToolwireError):
+    """A driver could not turn model output into a decision."""
+
+    def __init__(self, message: str, *, raw_output: str = "", attempts: int = 0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.raw_output = raw_output
+        self.attempts = attempts
+
+
+class DecisionExtractionFailed(DriverError):
+    """No JSON decision could be extracted from the model's output."""
+
+
+class DecisionValidationFailed(DriverError):
+    """A decision was extracted but does not match the decision schema or names an unknown tool."""
+
+
+class StepAborted(ToolwireError):
+    """A model step failed after partial output; nothing of it was stored as a valid message."""
+
+
+class MaxStepsExceeded(ToolwireError):
+    """The run reached ``max_steps`` while the model still asked for tools."""
+
+
+class StoreError(ToolwireError):
+    """The store failed to read or write."""
+
+
+class SessionBusyError(StoreError):
+    """Another run is already in progress on the same session."""

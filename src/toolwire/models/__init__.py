@@ -1,0 +1,108 @@
+"""Model adapters. Adapter classes load lazily so importing toolwire never imports an optional SDK."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import TYPE_CHECKING, Any
+
+from toolwire.errors import ConfigError
+from toolwire.models.base import Model, ModelRequest, ModelResponse, ModelSettings, ToolDefinition, collect
+
+if TYPE_CHECKING:
+    from toolwire.models.anthropic import AnthropicModel
+    from toolwire.models.bedrock import BedrockModel
+    from toolwire.models.gemini import GeminiModel
+    from toolwire.models.local import LocalModel
+    from toolwire.models.openai_chat import OpenAIChatModel
+    from toolwire.models.openai_responses import OpenAIResponsesModel
+    from toolwire.models.scripted import ScriptedModel
+
+_LAZY = {
+    "OpenAIChatModel": "toolwire.models.openai_chat",
+    "OpenAIResponsesModel": "toolwire.models.openai_responses",
+    "AnthropicModel": "toolwire.models.anthropic",
+    "GeminiModel": "toolwire.models.gemini",
+    "BedrockModel": "toolwire.models.bedrock",
+    "LocalModel": "toolwire.models.local",
+    "ScriptedModel": "toolwire.models.scripted",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'toolwire.models' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def infer_model(spec: str | Model) -> Model:
+    """Build a model from a string such as ``openai:gpt-4o``, ``anthropic:claude-sonnet-4-5``,
+    ``gemini:gemini-2.5-flash``, ``vertex:...``, ``openai-responses:gpt-5``, ``bedrock:MODEL_ID``,
+    ``openai-compatible:NAME@URL``, ``local`` or ``scripted:FILE.json``. Keys come from the usual
+    environment variables (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY`` / ``GOOGLE_API_KEY``,
+    AWS credentials for Bedrock).
+    """
+    if isinstance(spec, Model):
+        return spec
+    if spec == "local":
+        from toolwire.models.local import LocalModel
+
+        return LocalModel()
+    provider, sep, name = spec.partition(":")
+    if not sep or not name:
+        raise ConfigError(f"model string {spec!r} must look like 'provider:model' (or 'local')")
+    if provider == "scripted":
+        from toolwire.models.scripted import ScriptedModel
+
+        return ScriptedModel.from_file(name)
+    if provider == "openai":
+        from toolwire.models.openai_chat import OpenAIChatModel
+
+        return OpenAIChatModel(name)
+    if provider == "openai-responses":
+        from toolwire.models.openai_responses import OpenAIResponsesModel
+
+        return OpenAIResponsesModel(name)
+    if provider == "openai-compatible":
+        from toolwire.models.openai_chat import OpenAIChatModel
+
+        model_name, at, url = name.partition("@")
+        if not at or not url:
+            raise ConfigError("use 'openai-compatible:MODEL@BASE_URL'")
+        return OpenAIChatModel(model_name, base_url=url, api_key=os.environ.get("OPENAI_API_KEY", "none"))
+    if provider == "anthropic":
+        from toolwire.models.anthropic import AnthropicModel
+
+        return AnthropicModel(name)
+    if provider in ("gemini", "google"):
+        from toolwire.models.gemini import GeminiModel
+
+        return GeminiModel(name)
+    if provider == "vertex":
+        from toolwire.models.gemini import GeminiModel
+
+        return GeminiModel(name, vertex=True)
+    if provider == "bedrock":
+        from toolwire.models.bedrock import BedrockModel
+
+        return BedrockModel(name)
+    raise ConfigError(f"unknown model provider {provider!r} in {spec!r}")
+
+
+__all__ = [
+    "AnthropicModel",
+    "BedrockModel",
+    "GeminiModel",
+    "LocalModel",
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelSettings",
+    "OpenAIChatModel",
+    "OpenAIResponsesModel",
+    "ScriptedModel",
+    "ToolDefinition",
+    "collect",
+    "infer_model",
+]

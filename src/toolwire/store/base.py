@@ -1,0 +1,343 @@
+"""The one store hook: what the agent loop hands to storage, and the history repair every store shares.
+
+The loop calls exactly these methods, from one place (``agent/loop.py``):
+
+1. :meth:`Store.append_message` for the user message of a run;
+2. :meth:`Store.begin_step` after the model finished a step: the assistant message and every tool call
+   it made, recorded as *pending*, in one transaction, BEFORE any tool runs;
+3. :meth:`Store.complete_tool_call` as each tool finishes (so a crash later loses no finished result);
+4. :meth:`Store.finish_step` with the step's tool-result message, usage and the session's last event seq,
+   in one transaction.
+
+:meth:`Store.load_history` returns a history that is always valid to send to any provider: a tool call
+whose result never arrived (the process died) is marked *interrupted* and given a synthetic error result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeAlias
+
+from toolwire.errors import SessionBusyError
+from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage
+
+ToolCallRowStatus: TypeAlias = Literal["pending", "ok", "error", "interrupted", "blocked", "cancelled"]
+
+INTERRUPTED_OUTPUT = (
+    "Tool call interrupted: the process stopped before the tool finished, so its outcome is unknown. "
+    "Do not assume it succeeded; call it again if it is still needed."
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionInfo:
+    id: str
+    parent_session_id: str | None = None
+    user_session_id: str | None = None
+    user_id: str | None = None
+    agent_name: str | None = None
+    title: str | None = None
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+    last_seq: int = 0
+    usage: Usage = field(default_factory=Usage)
+    """Summed over every step of every run of the session."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallRecord:
+    session_id: str
+    tool_call_id: str
+    tool_name: str
+    message_id: str
+    step: int
+    args: dict[str, Any] = field(default_factory=dict)
+    status: ToolCallRowStatus = "pending"
+    output: Any = None
+    is_error: bool = False
+    started_at: float | None = None
+    finished_at: float | None = None
+    provider: str | None = None
+    model: str | None = None
+    interaction_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepRecord:
+    """One model step as handed to the store by the loop."""
+
+    session_id: str
+    interaction_id: str
+    step: int
+    message: Message
+    """The assistant message (text, reasoning, tool calls with provider metadata)."""
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    """Client-executed calls of the message, status ``pending``."""
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str = "stop"
+    started_at: float = 0.0
+    finished_at: float = 0.0
+
+
+class Store(ABC):
+    """Storage behind the one hook. Implementations: :class:`MemoryStore`, ``toolwire.store.sql.SQLStore``."""
+
+    @abstractmethod
+    async def ensure_session(self, info: SessionInfo) -> SessionInfo:
+        """Create the session if it does not exist; return the stored row (existing rows win)."""
+
+    @abstractmethod
+    async def get_session(self, session_id: str) -> SessionInfo | None: ...
+
+    @abstractmethod
+    async def list_sessions(self, *, user_id: str | None = None, limit: int = 100) -> list[SessionInfo]:
+        """Most recently updated first; ``user_id=None`` lists all."""
+
+    @abstractmethod
+    async def append_message(self, session_id: str, message: Message, *, interaction_id: str) -> None: ...
+
+    @abstractmethod
+    async def begin_step(self, record: StepRecord) -> None:
+        """Assistant message + pending tool calls, one transaction. Idempotent on (session_id, tool_call_id)."""
+
+    @abstractmethod
+    async def complete_tool_call(
+        self,
+        session_id: str,
+        tool_call_id: str,
+        *,
+        status: ToolCallRowStatus,
+        output: Any,
+        is_error: bool,
+        started_at: float | None,
+        finished_at: float | None,
+    ) -> None: ...
+
+    @abstractmethod
+    async def finish_step(
+        self,
+        session_id: str,
+        *,
+        step: int,
+        interaction_id: str,
+        tool_message: Message | None,
+        usage: Usage,
+        last_seq: int,
+    ) -> None:
+        """The step's tool-result message, usage added to the session total, last seq: one transaction."""
+
+    @abstractmethod
+    async def raw_messages(self, session_id: str) -> list[Message]:
+        """Messages exactly as stored, in order (no repair)."""
+
+    @abstractmethod
+    async def tool_calls(self, session_id: str) -> list[ToolCallRecord]:
+        """Tool call rows of the session, in the order they were recorded."""
+
+    @abstractmethod
+    async def mark_interrupted(self, session_id: str, tool_call_ids: Sequence[str]) -> None:
+        """Set ``pending`` rows to ``interrupted`` (called by :meth:`load_history`)."""
+
+    async def load_history(self, session_id: str) -> list[Message]:
+        """The stored history, repaired so it is valid to send to any provider."""
+        messages = await self.raw_messages(session_id)
+        records = {r.tool_call_id: r for r in await self.tool_calls(session_id)}
+        repaired, interrupted = repair_history(messages, records)
+        if interrupted:
+            await self.mark_interrupted(session_id, interrupted)
+        return repaired
+
+    async def lock_session(self, session_id: str, owner: str, *, ttl: float = 600.0) -> None:
+        """Claim the session for one run; raise :class:`SessionBusyError` if another run holds it."""
+
+    async def unlock_session(self, session_id: str, owner: str) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+def repair_history(
+    messages: Sequence[Message], records: dict[str, ToolCallRecord]
+) -> tuple[list[Message], list[str]]:
+    """Give every client-executed tool call exactly one result, right after its assistant message, in call order.
+
+    Missing results come from the tool_calls row when the tool finished (``ok`` / ``error``); otherwise
+    the call is *interrupted* and gets a synthetic error result. Results whose call is not in the
+    history are dropped. Returns the repaired history and the ids newly found interrupted.
+    """
+    out: list[Message] = []
+    interrupted: list[str] = []
+    i = 0
+    while i < len(messages):
+        message = messages[i]
+        i += 1
+        if message.role == "tool":
+            continue  # consumed together with its assistant message below; orphans are dropped
+        out.append(message)
+        calls = [c for c in message.tool_calls if not c.provider_executed] if message.role == "assistant" else []
+        if not calls:
+            continue
+        found: dict[str, ToolResultPart] = {}
+        tool_message: Message | None = None
+        while i < len(messages) and messages[i].role == "tool":
+            tool_message = tool_message or messages[i]
+            for result in messages[i].tool_results:
+                found.setdefault(result.tool_call_id, result)
+            i += 1
+        results: list[ToolResultPart] = []
+        for call in calls:
+            result = found.get(call.tool_call_id) or _result_from_record(call, records.get(call.tool_call_id))
+            if result is None:
+                interrupted.append(call.tool_call_id)
+                result = ToolResultPart(
+                    tool_call_id=call.tool_call_id,
+                    tool_name=call.tool_name,
+                    output=INTERRUPTED_OUTPUT,
+                    is_error=True,
+                )
+            results.append(result)
+        if tool_message is not None and [r.tool_call_id for r in tool_message.tool_results] == [
+            c.tool_call_id for c in calls
+        ]:
+            out.append(tool_message)
+        elif tool_message is not None:
+            out.append(replace(tool_message, parts=tuple(results)))
+        else:
+            out.append(
+                Message(
+                    role="tool",
+                    parts=tuple(results),
+                    id=f"{message.id}:results",
+                    session_id=message.session_id,
+                    created_at=message.created_at,
+                )
+            )
+    return out, interrupted
+
+
+def _result_from_record(call: ToolCallPart, record: ToolCallRecord | None) -> ToolResultPart | None:
+    if record is None or record.status in ("pending",):
+        return None
+    if record.status == "interrupted":
+        return ToolResultPart(
+            tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=INTERRUPTED_OUTPUT, is_error=True
+        )
+    return ToolResultPart(
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+        output=record.output,
+        is_error=record.is_error,
+    )
+
+
+class MemoryStore(Store):
+    """In-process store used when ``Agent(store=None)``: same hook, no persistence across processes."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, SessionInfo] = {}
+        self._messages: dict[str, list[Message]] = {}
+        self._calls: dict[str, dict[str, ToolCallRecord]] = {}
+        self._locks: dict[str, tuple[str, float]] = {}
+        self._mutex = asyncio.Lock()
+
+    async def ensure_session(self, info: SessionInfo) -> SessionInfo:
+        existing = self._sessions.get(info.id)
+        if existing is not None:
+            return existing
+        self._sessions[info.id] = info
+        self._messages[info.id] = []
+        self._calls[info.id] = {}
+        return info
+
+    async def get_session(self, session_id: str) -> SessionInfo | None:
+        return self._sessions.get(session_id)
+
+    async def list_sessions(self, *, user_id: str | None = None, limit: int = 100) -> list[SessionInfo]:
+        rows = [s for s in self._sessions.values() if user_id is None or s.user_id == user_id]
+        rows.sort(key=lambda s: s.updated_at, reverse=True)
+        return rows[:limit]
+
+    async def append_message(self, session_id: str, message: Message, *, interaction_id: str) -> None:
+        self._messages[session_id].append(message)
+        self._touch(session_id)
+
+    async def begin_step(self, record: StepRecord) -> None:
+        self._messages[record.session_id].append(record.message)
+        calls = self._calls[record.session_id]
+        for call in record.tool_calls:
+            calls.setdefault(call.tool_call_id, call)
+        self._touch(record.session_id)
+
+    async def complete_tool_call(
+        self,
+        session_id: str,
+        tool_call_id: str,
+        *,
+        status: ToolCallRowStatus,
+        output: Any,
+        is_error: bool,
+        started_at: float | None,
+        finished_at: float | None,
+    ) -> None:
+        calls = self._calls[session_id]
+        record = calls.get(tool_call_id)
+        if record is not None:
+            calls[tool_call_id] = replace(
+                record,
+                status=status,
+                output=output,
+                is_error=is_error,
+                started_at=started_at,
+                finished_at=finished_at,
+            )
+
+    async def finish_step(
+        self,
+        session_id: str,
+        *,
+        step: int,
+        interaction_id: str,
+        tool_message: Message | None,
+        usage: Usage,
+        last_seq: int,
+    ) -> None:
+        if tool_message is not None:
+            self._messages[session_id].append(tool_message)
+        info = self._sessions[session_id]
+        self._sessions[session_id] = replace(
+            info, usage=info.usage + usage, last_seq=max(info.last_seq, last_seq), updated_at=time.time()
+        )
+
+    async def raw_messages(self, session_id: str) -> list[Message]:
+        return list(self._messages.get(session_id, ()))
+
+    async def tool_calls(self, session_id: str) -> list[ToolCallRecord]:
+        return list(self._calls.get(session_id, {}).values())
+
+    async def mark_interrupted(self, session_id: str, tool_call_ids: Sequence[str]) -> None:
+        for tool_call_id in tool_call_ids:
+            record = self._calls[session_id].get(tool_call_id)
+            if record is not None and record.status == "pending":
+                self._calls[session_id][tool_call_id] = replace(
+                    record, status="interrupted", output=INTERRUPTED_OUTPUT, is_error=True
+                )
+
+    async def lock_session(self, session_id: str, owner: str, *, ttl: float = 600.0) -> None:
+        now = time.time()
+        holder = self._locks.get(session_id)
+        if holder is not None and holder[0] != owner and holder[1] > now:
+            raise SessionBusyError(f"session {session_id} is busy with another run")
+        self._locks[session_id] = (owner, now + ttl)
+
+    async def unlock_session(self, session_id: str, owner: str) -> None:
+        holder = self._locks.get(session_id)
+        if holder is not None and holder[0] == owner:
+            del self._locks[session_id]
+
+    def _touch(self, session_id: str) -> None:
+        info = self._sessions.get(session_id)
+        if info is not None:
+            self._sessions[session_id] = replace(info, updated_at=time.time())

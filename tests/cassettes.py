@@ -1,0 +1,153 @@
+"""Replay recorded provider traffic from ``../shared/fixtures`` through an ``httpx.MockTransport``.
+
+Fixtures are read, never edited. VCR cassettes give requests and responses; vercel ``*.chunks.txt`` files
+give responses only (one SSE data payload per line).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+FIXTURES = Path(os.environ.get("TOOLWIRE_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures"))
+
+
+@dataclass
+class Interaction:
+    method: str
+    uri: str
+    request_json: Any
+    """The decoded request body (``None`` when there was none or it was not JSON)."""
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    """The response body as the client would read it after content decoding."""
+
+
+@dataclass
+class Cassette:
+    path: Path
+    interactions: list[Interaction]
+    sent: list[httpx.Request] = field(default_factory=list)
+
+    def transport(self) -> httpx.MockTransport:
+        """Answers the i-th request with the i-th recorded response, and records what was sent."""
+        index = 0
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            nonlocal index
+            self.sent.append(request)
+            if index >= len(self.interactions):
+                raise AssertionError(f"{self.path.name}: unexpected request #{index + 1} to {request.url}")
+            rec = self.interactions[index]
+            index += 1
+            return httpx.Response(rec.status, headers=rec.headers, content=rec.body)
+
+        return httpx.MockTransport(handler)
+
+    def client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(transport=self.transport())
+
+    def sent_json(self, index: int) -> Any:
+        return json.loads(self.sent[index].content)
+
+
+def _flat_headers(headers: dict[str, list[str]] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, values in (headers or {}).items():
+        lower = key.lower()
+        if lower in ("content-length", "transfer-encoding", "content-encoding"):
+            continue  # describe the original transfer, not our replay
+        out[lower] = values[0] if isinstance(values, list) else str(values)
+    return out
+
+
+def _decode_body(response: dict[str, Any]) -> bytes:
+    if "parsed_body" in response:
+        return json.dumps(response["parsed_body"]).encode()
+    raw = response.get("body", {}).get("string", b"")
+    data = raw.encode() if isinstance(raw, str) else bytes(raw)
+    encoding = "".join(
+        v[0] if isinstance(v, list) else v
+        for k, v in (response.get("headers") or {}).items()
+        if k.lower() == "content-encoding"
+    )
+    if "gzip" in encoding or data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    return data
+
+
+def _request_json(request: dict[str, Any]) -> Any:
+    if "parsed_body" in request:
+        return request["parsed_body"]
+    body = request.get("body")
+    if body is None:
+        return None
+    if isinstance(body, dict):
+        body = body.get("string")
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    try:
+        return json.loads(body) if body else None
+    except ValueError:
+        return None
+
+
+def load(relative: str) -> Cassette:
+    """Load a fixture by its path under ``shared/fixtures``."""
+    path = FIXTURES / relative
+    if path.name.endswith(".chunks.txt"):
+        return _load_chunks(path)
+    data = yaml.safe_load(path.read_text())
+    interactions = []
+    for item in data["interactions"]:
+        req, resp = item["request"], item["response"]
+        interactions.append(
+            Interaction(
+                method=req.get("method", "POST"),
+                uri=req.get("uri", ""),
+                request_json=_request_json(req),
+                status=int(resp["status"]["code"]),
+                headers=_flat_headers(resp.get("headers")),
+                body=_decode_body(resp),
+            )
+        )
+    return Cassette(path, interactions)
+
+
+def _load_chunks(path: Path, *, event_lines: bool = False) -> Cassette:
+    frames = []
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        if event_lines:
+            kind = json.loads(line).get("type", "message")
+            frames.append(f"event: {kind}\ndata: {line}\n\n")
+        else:
+            frames.append(f"data: {line}\n\n")
+    body = "".join(frames).encode()
+    return Cassette(
+        path,
+        [Interaction("POST", "", None, 200, {"content-type": "text/event-stream"}, body)],
+    )
+
+
+def load_chunks_with_events(relative: str) -> Cassette:
+    """A ``*.chunks.txt`` file replayed with ``event: <type>`` lines (the OpenAI Responses framing)."""
+    return _load_chunks(FIXTURES / relative, event_lines=True)
+
+
+def all_fixtures() -> list[str]:
+    """Every recording under shared/fixtures, relative paths, sorted."""
+    return sorted(
+        str(p.relative_to(FIXTURES))
+        for p in FIXTURES.rglob("*")
+        if p.is_file() and (p.suffix == ".yaml" or p.name.endswith(".chunks.txt"))
+    )

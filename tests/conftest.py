@@ -1,0 +1,25 @@
+"""Test-wide guards: no real network access to providers."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+_ALLOWED_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
+_real_connect = socket.socket.connect
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> Any:
+    host = address[0] if isinstance(address, tuple) else None
+    if host is not None and host not in _ALLOWED_HOSTS and not str(host).startswith("127."):
+        raise RuntimeError(f"network access blocked in tests: {address!r}")
+    return _real_connect(self, address)
+
+
+@pytest.fixture(autouse=True)
+def _block_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+    yield
