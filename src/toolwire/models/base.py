@@ -341,6 +341,12 @@ class MessageBuilder:
     def __init__(self, *, provider: str | None = None, model: str | None = None) -> None:
         self.provider = provider
         self.model = model
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything received (a retried request starts over)."""
+        self.args_errors: dict[str, str] = {}
+        """Tool call id -> why its arguments could not be parsed."""
         self._slots: list[Any] = []
         self._open: dict[tuple[str, str], int] = {}
         self._text: dict[int, list[str]] = {}
@@ -378,6 +384,8 @@ class MessageBuilder:
             case ToolInputDelta():
                 pass
             case ToolInputEnd():
+                if part.args_error is not None:
+                    self.args_errors[part.id] = part.args_error
                 index = self._open.pop(("tool", part.id), None)
                 if index is None:
                     self._slots.append(part.to_part())

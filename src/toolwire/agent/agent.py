@@ -1,0 +1,201 @@
+"""``Agent``: a model, its tools, a store and a driver, run through the one loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import aclosing
+from typing import Any, Generic, TypeVar
+
+from toolwire.agent.drivers import Driver, NativeToolDriver
+from toolwire.agent.loop import AgentRun, RunResult
+from toolwire.errors import ConfigError
+from toolwire.models import infer_model
+from toolwire.models.base import Model, ModelSettings, ToolChoice
+from toolwire.store.base import MemoryStore, Store
+from toolwire.tools.context import RunContext
+from toolwire.tools.executor import DEFAULT_MAX_OUTPUT_CHARS, ToolExecutor, ToolInterceptor, ToolRegistry
+from toolwire.tools.function import Tool, function_tool
+
+DepsT = TypeVar("DepsT")
+
+
+class Agent(Generic[DepsT]):
+    """An agent: ``await agent.run(prompt)``, ``agent.run_sync(prompt)`` or ``async for event in agent.stream(prompt)``.
+
+    ``run()`` consumes exactly the event stream ``stream()`` yields: there is one loop.
+    """
+
+    def __init__(
+        self,
+        model: Model | str,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        *,
+        store: Store | str | None = None,
+        max_steps: int = 10,
+        tool_choice: ToolChoice = "auto",
+        driver: Driver | None = None,
+        instructions: str | None = None,
+        name: str | None = None,
+        interceptors: Sequence[ToolInterceptor] = (),
+        raise_on_failure: bool = False,
+        stop_on_block: bool = False,
+        tool_timeout: float | None = None,
+        heartbeat_interval: float | None = 1.0,
+        retries: int = 2,
+        max_tool_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        model_settings: ModelSettings | None = None,
+        user_id: str | None = None,
+    ) -> None:
+        self.model = infer_model(model)
+        self.registry = ToolRegistry(tools)
+        if max_steps < 1:
+            raise ConfigError("max_steps must be at least 1")
+        if tool_choice not in ("auto", "required", "none") and self.registry.get(tool_choice) is None:
+            raise ConfigError(f"tool_choice {tool_choice!r} is neither auto/required/none nor a known tool")
+        self.max_steps = max_steps
+        self.tool_choice = tool_choice
+        if driver is None:
+            driver = NativeToolDriver() if self.model.supports_tools else _react_driver()
+        self.driver = driver
+        self.instructions = instructions
+        self.name = name
+        self.interceptors = tuple(interceptors)
+        self.raise_on_failure = raise_on_failure
+        self.stop_on_block = stop_on_block
+        self.tool_timeout = tool_timeout
+        self.heartbeat_interval = heartbeat_interval
+        self.retries = retries
+        self.max_tool_output_chars = max_tool_output_chars
+        self.model_settings = model_settings or ModelSettings()
+        self.user_id = user_id
+        self._store_spec = store
+        self._store: Store | None = store if isinstance(store, Store) else None
+        self._store_lock = asyncio.Lock()
+
+    # -- configuration helpers used by the loop ---------------------------------------------------
+
+    @property
+    def tools(self) -> list[Tool]:
+        """The effective tool set."""
+        return list(self.registry)
+
+    async def get_store(self) -> Store:
+        """The store; a URL given to the constructor is opened on first use, ``None`` means in-memory."""
+        if self._store is not None:
+            return self._store
+        async with self._store_lock:
+            if self._store is None:
+                if isinstance(self._store_spec, str):
+                    from toolwire.store import open_store
+
+                    self._store = await open_store(self._store_spec)
+                else:
+                    self._store = MemoryStore()
+        return self._store
+
+    def executor_for(self, allowed: frozenset[str]) -> ToolExecutor:
+        return ToolExecutor(
+            registry=self.registry,
+            interceptors=self.interceptors,
+            default_timeout=self.tool_timeout,
+            max_output_chars=self.max_tool_output_chars,
+            allowed=allowed,
+        )
+
+    def tool_choice_for_step(self, step: int) -> ToolChoice:
+        """``required`` or a named tool applies to the first step only; later steps are ``auto`` so the
+        model can answer with the results (otherwise it could never stop)."""
+        if step > 1 and self.tool_choice not in ("auto", "none"):
+            return "auto"
+        return self.tool_choice
+
+    # -- running ------------------------------------------------------------------------------------
+
+    def stream(
+        self,
+        prompt: str,
+        *,
+        session_id: str | None = None,
+        deps: DepsT | None = None,
+        parent: RunContext[Any] | None = None,
+        enabled_tools: Sequence[str] | None = None,
+        exclude_tools: Sequence[str] = (),
+    ) -> AgentRun:
+        """Start a run and iterate its events. ``parent`` makes it a sub-agent run of that tool call."""
+        return AgentRun(
+            self,
+            prompt,
+            session_id=session_id,
+            parent=parent,
+            deps=deps,
+            enabled_tools=enabled_tools,
+            exclude_tools=exclude_tools,
+        )
+
+    async def run(
+        self,
+        prompt: str,
+        *,
+        session_id: str | None = None,
+        deps: DepsT | None = None,
+        parent: RunContext[Any] | None = None,
+        enabled_tools: Sequence[str] | None = None,
+        exclude_tools: Sequence[str] = (),
+    ) -> RunResult:
+        """Run to completion and return the result (consumes :meth:`stream`)."""
+        run = self.stream(
+            prompt,
+            session_id=session_id,
+            deps=deps,
+            parent=parent,
+            enabled_tools=enabled_tools,
+            exclude_tools=exclude_tools,
+        )
+        async with aclosing(run.__aiter__()) as events:  # type: ignore[type-var]
+            async for _ in events:
+                pass
+        assert run.result is not None
+        return run.result
+
+    def run_sync(self, prompt: str, **kwargs: Any) -> RunResult:
+        """Blocking convenience wrapper around :meth:`run` (not for use inside a running event loop)."""
+        return asyncio.run(self._run_and_close(prompt, **kwargs))
+
+    async def _run_and_close(self, prompt: str, **kwargs: Any) -> RunResult:
+        try:
+            return await self.run(prompt, **kwargs)
+        finally:
+            # asyncio.run closes its loop: release loop-bound resources (DB connections, HTTP clients).
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the store (if this agent opened it) and the model's own HTTP client."""
+        if self._store is not None and self._store is not self._store_spec:
+            await self._store.close()
+            self._store = None
+        await self.model.aclose()
+
+    def as_tool(self, name: str, description: str) -> Tool:
+        """This agent as a tool of another agent: runs in a child session whose events are forwarded."""
+        agent = self
+
+        async def delegate(ctx: RunContext[Any], task: str) -> str:
+            child_session = f"{ctx.session_id}.{ctx.tool_call_id or 'sub'}"
+            run = agent.stream(task, session_id=child_session, parent=ctx)
+            async with aclosing(run.__aiter__()) as events:  # type: ignore[type-var]
+                async for event in events:
+                    ctx.forward(event)
+            assert run.result is not None
+            return run.result.output
+
+        delegate.__doc__ = f"{description}\n\nArgs:\n    task: What to ask the {name} agent, in plain words."
+        return function_tool(delegate, name=name, description=description)
+
+
+def _react_driver() -> Driver:
+    try:
+        from toolwire.agent.react import ReActDriver
+    except ImportError as exc:  # pragma: no cover - react ships with toolwire
+        raise ConfigError("this model has no native tool calling and the ReAct driver is unavailable") from exc
+    return ReActDriver()

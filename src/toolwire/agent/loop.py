@@ -1,0 +1,680 @@
+"""The one agent loop. ``Agent.run()`` and ``Agent.stream()`` both consume :class:`AgentRun`'s event stream.
+
+Per step: ask the driver for canonical parts (streamed live as events), build the assistant message,
+hand it and its tool calls (pending) to the store (``begin_step``), run the calls concurrently while
+streaming their events (heartbeats included), record each result as it finishes
+(``complete_tool_call``), then persist the step's tool-result message (``finish_step``). Persistence
+happens here and nowhere else, whatever the provider or driver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from toolwire.errors import (
+    DriverError,
+    MaxStepsExceeded,
+    ProviderError,
+    ProviderProtocolError,
+    StepAborted,
+    ToolBlockedError,
+    ToolError,
+    ToolwireError,
+)
+from toolwire.events import (
+    AgentEvent,
+    CustomDataEvent,
+    ErrorEvent,
+    InteractionEnd,
+    InteractionStart,
+    InteractionStatus,
+    MediaEvent,
+    MessagePersisted,
+    ReasoningDeltaEvent,
+    ReasoningEndEvent,
+    ReasoningStartEvent,
+    StepFinish,
+    StepStart,
+    SystemMessageEvent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ToolCallActive,
+    ToolCallComplete,
+    ToolCallHeartbeat,
+    ToolCallStatus,
+    ToolInputAvailableEvent,
+    ToolInputDeltaEvent,
+    ToolInputStartEvent,
+    ToolProgress,
+    UserTurnStart,
+)
+from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage, new_id
+from toolwire.models.base import (
+    File,
+    Finish,
+    MessageBuilder,
+    ModelRequest,
+    ModelStreamPart,
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
+    ResponseMetadata,
+    StreamError,
+    StreamStart,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolInputDelta,
+    ToolInputEnd,
+    ToolInputStart,
+    ToolResult,
+)
+from toolwire.store.base import SessionInfo, StepRecord, Store, ToolCallRecord
+from toolwire.tools.context import RunContext
+from toolwire.tools.executor import ToolExecutor, ToolOutcome
+
+if TYPE_CHECKING:
+    from toolwire.agent.agent import Agent
+
+logger = logging.getLogger("toolwire.agent")
+
+CANCELLED_OUTPUT = "Tool call cancelled: the run was stopped before the tool finished."
+_EVENT_KINDS: dict[str, type[Any]] = {
+    "tool-progress": ToolProgress,
+    "system-message": SystemMessageEvent,
+    "media": MediaEvent,
+    "custom-data": CustomDataEvent,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolExecution:
+    """One executed tool call of a run."""
+
+    call: ToolCallPart
+    result: ToolResultPart
+    status: ToolCallStatus
+    started_at: float
+    finished_at: float
+    session_id: str
+
+    @property
+    def is_error(self) -> bool:
+        return self.result.is_error
+
+    @property
+    def duration(self) -> float:
+        return self.finished_at - self.started_at
+
+
+@dataclass(kw_only=True)
+class RunResult:
+    """The outcome of one run (one user turn)."""
+
+    output: str
+    """The final assistant text."""
+    session_id: str
+    interaction_id: str
+    status: InteractionStatus
+    messages: list[Message] = field(default_factory=list)
+    """Messages this run added to the session (user, assistant, tool)."""
+    tool_executions: list[ToolExecution] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    """Summed over every step, tool-calling steps included."""
+    step_usage: list[Usage] = field(default_factory=list)
+    steps: int = 0
+
+
+@dataclass(slots=True)
+class _Done:
+    outcome: ToolOutcome
+
+
+@dataclass(slots=True)
+class _Failed:
+    error: BaseException
+
+
+class AgentRun:
+    """One interaction in progress: iterate it for events; ``result`` is set once it completed."""
+
+    def __init__(
+        self,
+        agent: Agent[Any],
+        prompt: str,
+        *,
+        session_id: str | None = None,
+        parent: RunContext[Any] | None = None,
+        deps: Any = None,
+        enabled_tools: Sequence[str] | None = None,
+        exclude_tools: Sequence[str] = (),
+    ) -> None:
+        self.agent = agent
+        self.prompt = prompt
+        self.session_id = session_id or new_id("sess_")
+        self.parent_session_id = parent.session_id if parent is not None else None
+        self.user_session_id = parent.user_session_id if parent is not None else self.session_id
+        self.interaction_id = new_id("int_")
+        self.deps = deps if deps is not None or parent is None else parent.deps
+        self.result: RunResult | None = None
+        self._tools = agent.registry.definitions(enabled=enabled_tools, exclude=exclude_tools)
+        self._executor = agent.executor_for(frozenset(t.name for t in self._tools))
+        self._seq = 0
+        self._persisted_seq = 0
+        self._queue: asyncio.Queue[Any] | None = None
+        self._gen: AsyncIterator[AgentEvent] | None = None
+        self._new_messages: list[Message] = []
+        self._executions: list[ToolExecution] = []
+        self._step_usage: list[Usage] = []
+        self._open_step: tuple[int, list[ToolCallPart], dict[str, ToolOutcome]] | None = None
+
+    # -- iteration -------------------------------------------------------------------------------
+
+    def __aiter__(self) -> AsyncIterator[AgentEvent]:
+        if self._gen is None:
+            self._gen = self._events()
+        return self._gen
+
+    async def aclose(self) -> None:
+        if self._gen is not None:
+            await self._gen.aclose()  # type: ignore[attr-defined]
+
+    # -- event helpers ---------------------------------------------------------------------------
+
+    def _ev(self, cls: type[Any], **fields: Any) -> Any:
+        self._seq += 1
+        return cls(
+            session_id=self.session_id,
+            parent_session_id=self.parent_session_id,
+            user_session_id=self.user_session_id,
+            interaction_id=self.interaction_id,
+            seq=self._seq,
+            **fields,
+        )
+
+    def tool_event(self, kind: str, tool_call_id: str | None, fields: dict[str, Any]) -> None:
+        """EventSink: events a running tool emits through its RunContext."""
+        if self._queue is not None:
+            self._queue.put_nowait(self._ev(_EVENT_KINDS[kind], tool_call_id=tool_call_id, **fields))
+
+    def forward(self, event: AgentEvent) -> None:
+        """EventSink: a sub-agent's events, forwarded unchanged (they keep their own session envelope)."""
+        if self._queue is not None:
+            self._queue.put_nowait(event)
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    async def _events(self) -> AsyncIterator[AgentEvent]:
+        agent = self.agent
+        store = await agent.get_store()
+        info = await store.ensure_session(
+            SessionInfo(
+                id=self.session_id,
+                parent_session_id=self.parent_session_id,
+                user_session_id=self.user_session_id,
+                user_id=agent.user_id,
+                agent_name=agent.name,
+            )
+        )
+        self._seq = self._persisted_seq = info.last_seq
+        await store.lock_session(self.session_id, self.interaction_id)
+        status: InteractionStatus = "completed"
+        output = ""
+        total = Usage()
+        error: BaseException | None = None
+        try:
+            history = await store.load_history(self.session_id)
+            yield self._ev(InteractionStart, prompt=self.prompt, agent_name=agent.name)
+            user = Message.user(self.prompt, session_id=self.session_id)
+            await store.append_message(self.session_id, user, interaction_id=self.interaction_id)
+            history.append(user)
+            self._new_messages.append(user)
+            yield self._ev(UserTurnStart, message=user)
+            step = 0
+            while True:
+                step += 1
+                if step > agent.max_steps:
+                    status = "max-steps"
+                    raise MaxStepsExceeded(
+                        f"the model still asked for tools after max_steps={agent.max_steps} steps"
+                    )
+                yield self._ev(StepStart, step=step)
+                builder = MessageBuilder(provider=agent.model.provider, model=agent.model.model_name)
+                message_id = new_id("msg_")
+                request = ModelRequest(
+                    messages=tuple(history),
+                    tools=self._tools,
+                    tool_choice=agent.tool_choice_for_step(step),
+                    instructions=agent.instructions,
+                    settings=agent.model_settings,
+                )
+                async for event in self._model_step(request, builder, message_id, step):
+                    yield event
+                finish = builder.finish
+                assert finish is not None  # _model_step raises otherwise
+                assistant = Message(
+                    role="assistant",
+                    parts=builder.parts(),
+                    id=message_id,
+                    session_id=self.session_id,
+                    provider=builder.provider,
+                    model=builder.model,
+                )
+                usage = finish.usage
+                total = total + usage
+                self._step_usage.append(usage)
+                calls = [c for c in assistant.tool_calls if not c.provider_executed]
+                args_errors = builder.args_errors
+                if assistant.parts:
+                    await store.begin_step(self._step_record(step, assistant, calls, usage, finish.reason))
+                    history.append(assistant)
+                    self._new_messages.append(assistant)
+                    yield self._ev(MessagePersisted, message_id=assistant.id, role="assistant")
+                tool_message: Message | None = None
+                outcomes: dict[str, ToolOutcome] = {}
+                if calls:
+                    self._open_step = (step, calls, outcomes)
+                    ctx = RunContext(
+                        deps=self.deps,
+                        session_id=self.session_id,
+                        user_session_id=self.user_session_id,
+                        interaction_id=self.interaction_id,
+                        parent_session_id=self.parent_session_id,
+                        step=step,
+                        messages=tuple(history),
+                        agent_name=agent.name,
+                        sink=self,
+                    )
+                    async for event in self._run_tools(calls, args_errors, ctx, store, outcomes):
+                        yield event
+                    tool_message = Message(
+                        role="tool",
+                        parts=tuple(outcomes[c.tool_call_id].result for c in calls),
+                        session_id=self.session_id,
+                    )
+                persisted_seq = self._seq + (1 if tool_message is not None else 0) + 1
+                await store.finish_step(
+                    self.session_id,
+                    step=step,
+                    interaction_id=self.interaction_id,
+                    tool_message=tool_message,
+                    usage=usage,
+                    last_seq=persisted_seq,
+                )
+                self._persisted_seq = persisted_seq
+                self._open_step = None
+                if tool_message is not None:
+                    history.append(tool_message)
+                    self._new_messages.append(tool_message)
+                    yield self._ev(MessagePersisted, message_id=tool_message.id, role="tool")
+                yield self._ev(
+                    StepFinish, step=step, finish_reason=finish.reason, usage=usage, message_id=assistant.id
+                )
+                self._raise_for_outcomes(calls, outcomes)
+                if not calls:
+                    output = assistant.text
+                    break
+        except BaseException as exc:
+            error = exc
+            if isinstance(exc, asyncio.CancelledError | GeneratorExit):
+                status = "cancelled"
+            elif status != "max-steps":
+                status = "error"
+            raise
+        finally:
+            try:
+                await self._close_open_step(store)
+                self.result = RunResult(
+                    output=output,
+                    session_id=self.session_id,
+                    interaction_id=self.interaction_id,
+                    status=status,
+                    messages=self._new_messages,
+                    tool_executions=self._executions,
+                    usage=total,
+                    step_usage=self._step_usage,
+                    steps=len(self._step_usage),
+                )
+                # A closed generator (GeneratorExit) or a cancelled task cannot yield any more.
+                if not isinstance(error, GeneratorExit | asyncio.CancelledError):
+                    if error is not None:
+                        yield self._ev(
+                            ErrorEvent,
+                            error_type=type(error).__name__,
+                            message=str(error),
+                            retryable=bool(getattr(error, "retryable", False)),
+                        )
+                    yield self._ev(
+                        InteractionEnd,
+                        status=status,
+                        output=output,
+                        usage=total,
+                        error=_describe(error) if error is not None else None,
+                    )
+            finally:
+                await self._release(store)
+
+    async def _model_step(
+        self, request: ModelRequest, builder: MessageBuilder, message_id: str, step: int
+    ) -> AsyncIterator[AgentEvent]:
+        """Stream one model step into events. Retries only while nothing was emitted."""
+        agent = self.agent
+        attempt = 0
+        while True:
+            emitted = False
+            try:
+                async with aclosing(agent.driver.stream_step(agent.model, request)) as parts:
+                    async for part in parts:
+                        builder.add(part)
+                        if isinstance(part, StreamError):
+                            raise part.error
+                        event = self._translate(part, message_id)
+                        if event is not None:
+                            emitted = True
+                            yield event
+                if builder.finish is None:
+                    raise ProviderProtocolError(
+                        "the model stream ended without a finish part",
+                        provider=agent.model.provider,
+                        model=agent.model.model_name,
+                        retryable=True,
+                    )
+                return
+            except ProviderError as exc:
+                if emitted or not exc.retryable or attempt >= agent.retries:
+                    if emitted:
+                        raise StepAborted(
+                            f"step {step} aborted after partial output: {exc}; nothing of it was stored"
+                        ) from exc
+                    raise
+                delay = _backoff(attempt, exc.retry_after)
+                logger.warning("model request failed (%s); retry %d in %.2fs", exc, attempt + 1, delay)
+                attempt += 1
+                builder.reset()
+                await asyncio.sleep(delay)
+            except DriverError:
+                raise
+
+    def _translate(self, part: ModelStreamPart, message_id: str) -> AgentEvent | None:
+        match part:
+            case TextStart():
+                return self._ev(TextStartEvent, id=f"{message_id}-{part.id}", message_id=message_id)
+            case TextDelta():
+                return self._ev(TextDeltaEvent, id=f"{message_id}-{part.id}", delta=part.delta, message_id=message_id)
+            case TextEnd():
+                return self._ev(TextEndEvent, id=f"{message_id}-{part.id}", message_id=message_id)
+            case ReasoningStart():
+                return self._ev(ReasoningStartEvent, id=f"{message_id}-{part.id}", message_id=message_id)
+            case ReasoningDelta():
+                return self._ev(
+                    ReasoningDeltaEvent, id=f"{message_id}-{part.id}", delta=part.delta, message_id=message_id
+                )
+            case ReasoningEnd():
+                return self._ev(ReasoningEndEvent, id=f"{message_id}-{part.id}", message_id=message_id)
+            case ToolInputStart():
+                return self._ev(
+                    ToolInputStartEvent,
+                    tool_call_id=part.id,
+                    tool_name=part.tool_name,
+                    provider_executed=part.provider_executed,
+                    title=part.title,
+                    provider_metadata=part.provider_metadata,
+                )
+            case ToolInputDelta():
+                return self._ev(ToolInputDeltaEvent, tool_call_id=part.id, delta=part.delta)
+            case ToolInputEnd():
+                return self._ev(
+                    ToolInputAvailableEvent,
+                    tool_call_id=part.id,
+                    tool_name=part.tool_name,
+                    args=part.args,
+                    provider_metadata=part.provider_metadata,
+                    provider_executed=part.provider_executed,
+                    title=part.title,
+                    message_id=message_id,
+                )
+            case ToolResult():
+                return self._ev(
+                    ToolCallComplete,
+                    tool_call_id=part.tool_call_id,
+                    tool_name=part.tool_name,
+                    output=part.output,
+                    is_error=part.is_error,
+                    status="error" if part.is_error else "ok",
+                    provider_executed=True,
+                )
+            case File():
+                return self._ev(MediaEvent, content_type=part.media_type, data=part.data)
+            case StreamStart() | ResponseMetadata() | Finish() | StreamError():
+                return None
+        return None
+
+    async def _run_tools(
+        self,
+        calls: list[ToolCallPart],
+        args_errors: dict[str, str],
+        ctx: RunContext[Any],
+        store: Store,
+        outcomes: dict[str, ToolOutcome],
+    ) -> AsyncIterator[AgentEvent]:
+        """Run the step's calls (concurrently unless one is sequential), streaming their events as they happen."""
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._queue = queue
+        running: dict[str, tuple[str, float]] = {}
+        executor = self._executor
+
+        async def run_one(call: ToolCallPart) -> None:
+            started = time.time()
+            running[call.tool_call_id] = (call.tool_name, started)
+            queue.put_nowait(
+                self._ev(
+                    ToolCallActive,
+                    tool_call_id=call.tool_call_id,
+                    tool_name=call.tool_name,
+                    args=call.args,
+                    started_at=started,
+                )
+            )
+            outcome = await executor.execute(
+                call, ctx.for_call(call), args_error=args_errors.get(call.tool_call_id)
+            )
+            running.pop(call.tool_call_id, None)
+            await store.complete_tool_call(
+                self.session_id,
+                call.tool_call_id,
+                status=outcome.status,
+                output=outcome.full_output,
+                is_error=outcome.result.is_error,
+                started_at=outcome.started_at,
+                finished_at=outcome.finished_at,
+            )
+            outcomes[call.tool_call_id] = outcome
+            queue.put_nowait(_Done(outcome))
+
+        async def guarded(batch: list[ToolCallPart]) -> None:
+            try:
+                for call in batch:
+                    await run_one(call)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # a store failure must not leave the loop waiting forever
+                queue.put_nowait(_Failed(exc))
+
+        sequential = any((t := self.agent.registry.get(c.tool_name)) is not None and t.sequential for c in calls)
+        batches = [calls] if sequential else [[c] for c in calls]
+        tasks = [asyncio.create_task(guarded(batch)) for batch in batches]
+        remaining = len(calls)
+        interval = self.agent.heartbeat_interval
+        try:
+            while remaining:
+                try:
+                    item = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    try:
+                        item = await asyncio.wait_for(queue.get(), interval) if interval else await queue.get()
+                    except TimeoutError:
+                        now = time.time()
+                        for call_id, (name, started) in list(running.items()):
+                            yield self._ev(
+                                ToolCallHeartbeat, tool_call_id=call_id, tool_name=name, elapsed=now - started
+                            )
+                        continue
+                if isinstance(item, _Done):
+                    remaining -= 1
+                    yield self._complete_event(item.outcome)
+                elif isinstance(item, _Failed):
+                    raise item.error
+                else:
+                    yield item
+            while not queue.empty():  # events a tool emitted after its result (rare) still reach clients
+                item = queue.get_nowait()
+                if not isinstance(item, _Done | _Failed):
+                    yield item
+        finally:
+            self._queue = None
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _complete_event(self, outcome: ToolOutcome) -> AgentEvent:
+        self._executions.append(
+            ToolExecution(
+                call=outcome.call,
+                result=outcome.result,
+                status=outcome.status,
+                started_at=outcome.started_at,
+                finished_at=outcome.finished_at,
+                session_id=self.session_id,
+            )
+        )
+        event: AgentEvent = self._ev(
+            ToolCallComplete,
+            tool_call_id=outcome.call.tool_call_id,
+            tool_name=outcome.call.tool_name,
+            args=outcome.call.args,
+            output=outcome.result.output,
+            is_error=outcome.result.is_error,
+            status=outcome.status,
+            duration=outcome.duration,
+        )
+        return event
+
+    def _raise_for_outcomes(self, calls: list[ToolCallPart], outcomes: dict[str, ToolOutcome]) -> None:
+        for call in calls:
+            outcome = outcomes[call.tool_call_id]
+            if outcome.error is None:
+                continue
+            if isinstance(outcome.error, ToolBlockedError) and self.agent.stop_on_block:
+                raise outcome.error
+            if self.agent.raise_on_failure and not isinstance(outcome.error, ToolBlockedError):
+                raise outcome.error
+
+    def _step_record(
+        self, step: int, message: Message, calls: list[ToolCallPart], usage: Usage, finish_reason: str
+    ) -> StepRecord:
+        now = time.time()
+        return StepRecord(
+            session_id=self.session_id,
+            interaction_id=self.interaction_id,
+            step=step,
+            message=message,
+            tool_calls=tuple(
+                ToolCallRecord(
+                    session_id=self.session_id,
+                    tool_call_id=c.tool_call_id,
+                    tool_name=c.tool_name,
+                    message_id=message.id,
+                    step=step,
+                    args=c.args,
+                    provider=message.provider,
+                    model=message.model,
+                    interaction_id=self.interaction_id,
+                )
+                for c in calls
+            ),
+            usage=usage,
+            finish_reason=finish_reason,
+            started_at=now,
+            finished_at=now,
+        )
+
+    async def _close_open_step(self, store: Store) -> None:
+        """The run stopped while tools ran: record the unfinished calls as cancelled so history stays valid."""
+        if self._open_step is None:
+            return
+        step, calls, outcomes = self._open_step
+        self._open_step = None
+        try:
+            results: list[ToolResultPart] = []
+            now = time.time()
+            for call in calls:
+                outcome = outcomes.get(call.tool_call_id)
+                if outcome is not None:
+                    results.append(outcome.result)
+                    continue
+                await store.complete_tool_call(
+                    self.session_id,
+                    call.tool_call_id,
+                    status="cancelled",
+                    output=CANCELLED_OUTPUT,
+                    is_error=True,
+                    started_at=None,
+                    finished_at=now,
+                )
+                results.append(
+                    ToolResultPart(
+                        tool_call_id=call.tool_call_id,
+                        tool_name=call.tool_name,
+                        output=CANCELLED_OUTPUT,
+                        is_error=True,
+                    )
+                )
+            message = Message(role="tool", parts=tuple(results), session_id=self.session_id)
+            await store.finish_step(
+                self.session_id,
+                step=step,
+                interaction_id=self.interaction_id,
+                tool_message=message,
+                usage=Usage(),
+                last_seq=self._seq + 2,
+            )
+            self._persisted_seq = self._seq + 2
+            self._new_messages.append(message)
+        except Exception:  # best effort: load_history repairs whatever is left pending
+            logger.exception("could not record cancelled tool calls for session %s", self.session_id)
+
+    async def _release(self, store: Store) -> None:
+        try:
+            if self._seq > self._persisted_seq:  # keep seq monotonic across runs (resume by Last-Event-ID)
+                await store.finish_step(
+                    self.session_id,
+                    step=0,
+                    interaction_id=self.interaction_id,
+                    tool_message=None,
+                    usage=Usage(),
+                    last_seq=self._seq,
+                )
+        except Exception:
+            logger.exception("could not record the last event seq for session %s", self.session_id)
+        finally:
+            await store.unlock_session(self.session_id, self.interaction_id)
+
+
+def _backoff(attempt: int, retry_after: float | None) -> float:
+    if retry_after is not None:
+        return min(retry_after, 60.0)
+    base: float = min(0.5 * (2**attempt), 8.0)
+    return base * (0.5 + random.random())
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"

@@ -1,0 +1,74 @@
+"""The run context a tool receives when one of its parameters is annotated ``RunContext``."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+from toolwire.events import AgentEvent
+from toolwire.messages import Message, ToolCallPart
+
+DepsT = TypeVar("DepsT")
+
+
+class EventSink(Protocol):
+    """Where tool-originated events go: the running loop's event stream."""
+
+    def tool_event(self, kind: str, tool_call_id: str | None, fields: dict[str, Any]) -> None: ...
+
+    def forward(self, event: AgentEvent) -> None: ...
+
+
+class _NullSink:
+    def tool_event(self, kind: str, tool_call_id: str | None, fields: dict[str, Any]) -> None:
+        pass
+
+    def forward(self, event: AgentEvent) -> None:
+        pass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunContext(Generic[DepsT]):
+    """Run state and the current call, plus ways for a running tool to speak in the event stream."""
+
+    deps: DepsT
+    session_id: str
+    user_session_id: str
+    interaction_id: str
+    parent_session_id: str | None = None
+    step: int = 0
+    call: ToolCallPart | None = None
+    messages: Sequence[Message] = ()
+    """The history as the model saw it in this step."""
+    agent_name: str | None = None
+    sink: EventSink = field(default_factory=_NullSink, repr=False, compare=False)
+
+    def for_call(self, call: ToolCallPart) -> RunContext[DepsT]:
+        return replace(self, call=call)
+
+    @property
+    def tool_call_id(self) -> str | None:
+        return self.call.tool_call_id if self.call is not None else None
+
+    def progress(self, fraction: float | None = None, message: str = "") -> None:
+        """Report progress (``fraction`` in 0..1 when known)."""
+        self.sink.tool_event("tool-progress", self.tool_call_id, {"fraction": fraction, "message": message})
+
+    def system_message(self, text: str, level: Literal["info", "warning", "error"] = "info") -> None:
+        self.sink.tool_event("system-message", self.tool_call_id, {"text": text, "level": level})
+
+    def media(self, content_type: str, *, url: str | None = None, data: bytes | str | None = None) -> None:
+        """Show media (an image, audio, ...) by URL or inline bytes."""
+        if isinstance(data, bytes):
+            data = base64.b64encode(data).decode()
+        self.sink.tool_event("media", self.tool_call_id, {"content_type": content_type, "url": url, "data": data})
+
+    def data(self, name: str, payload: Any) -> None:
+        """A custom, application-defined event."""
+        self.sink.tool_event("custom-data", self.tool_call_id, {"name": name, "data": payload})
+
+    def forward(self, event: AgentEvent) -> None:
+        """Forward an event of another session (a sub-agent run) into this stream."""
+        self.sink.forward(event)

@@ -1,0 +1,276 @@
+"""The one tool executor: resolve, validate, intercept, run with a timeout, and always produce a result.
+
+A failing call becomes an error result the model sees (with the reason); raising is opt-in. Unknown tool
+names and unparseable arguments give error results, never a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from toolwire.errors import (
+    ConfigError,
+    ToolArgumentsError,
+    ToolBlockedError,
+    ToolError,
+    ToolExecutionError,
+    ToolNotFoundError,
+    ToolTimeoutError,
+)
+from toolwire.events import ToolCallStatus
+from toolwire.messages import ToolCallPart, ToolResultPart
+from toolwire.models.base import ToolDefinition
+from toolwire.tools.context import RunContext
+from toolwire.tools.function import Tool, function_tool
+
+logger = logging.getLogger("toolwire.tools")
+
+DEFAULT_MAX_OUTPUT_CHARS = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class Allow:
+    """Let the call run unchanged."""
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """Do not run the call; the model sees ``reason`` as an error result."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RewriteArgs:
+    """Run the call with these arguments instead (they are validated again)."""
+
+    args: dict[str, Any]
+
+
+BeforeDecision = Allow | Block | RewriteArgs | None
+
+
+class ToolInterceptor:
+    """Hooks around every tool call. Subclass and override what you need."""
+
+    async def before_call(self, call: ToolCallPart, ctx: RunContext[Any]) -> BeforeDecision:
+        return None
+
+    async def after_call(
+        self, call: ToolCallPart, result: ToolResultPart, ctx: RunContext[Any]
+    ) -> ToolResultPart | None:
+        """Return a replacement result, or ``None`` to keep it."""
+        return None
+
+
+class ToolRegistry:
+    """The effective tool set. A name defined twice resolves to the first definition, with one warning."""
+
+    def __init__(self, tools: Iterable[Tool | Callable[..., Any]] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for item in tools:
+            self.add(item)
+
+    def add(self, item: Tool | Callable[..., Any]) -> None:
+        tool = item if isinstance(item, Tool) else function_tool(item)
+        if tool.name in self._tools:
+            logger.warning(
+                "tool %r is defined twice; keeping the one from %s", tool.name, self._tools[tool.name].source
+            )
+            return
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __iter__(self) -> Any:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def definitions(
+        self, *, enabled: Sequence[str] | None = None, exclude: Sequence[str] = ()
+    ) -> list[ToolDefinition]:
+        unknown = [n for n in [*(enabled or ()), *exclude] if n not in self._tools]
+        if unknown:
+            raise ConfigError(f"unknown tool name(s) in enabled_tools/exclude_tools: {', '.join(unknown)}")
+        return [
+            t.definition()
+            for t in self._tools.values()
+            if (enabled is None or t.name in enabled) and t.name not in exclude
+        ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolOutcome:
+    """What happened to one call."""
+
+    call: ToolCallPart
+    """The call as executed (arguments possibly rewritten by an interceptor)."""
+    result: ToolResultPart
+    """What the model sees (output possibly truncated)."""
+    status: ToolCallStatus
+    started_at: float
+    finished_at: float
+    full_output: Any = None
+    """The untruncated output, kept in the store."""
+    error: ToolError | None = None
+
+    @property
+    def duration(self) -> float:
+        return self.finished_at - self.started_at
+
+
+@dataclass(kw_only=True)
+class ToolExecutor:
+    registry: ToolRegistry
+    interceptors: Sequence[ToolInterceptor] = ()
+    default_timeout: float | None = None
+    max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
+    allowed: frozenset[str] | None = field(default=None)
+    """When set, only these tool names may run in this run (``enabled_tools`` / ``exclude_tools``)."""
+
+    async def execute(
+        self, call: ToolCallPart, ctx: RunContext[Any], *, args_error: str | None = None
+    ) -> ToolOutcome:
+        started = time.time()
+        try:
+            tool = self.registry.get(call.tool_name)
+            if tool is None or (self.allowed is not None and call.tool_name not in self.allowed):
+                available = ", ".join(sorted(self.allowed if self.allowed is not None else self.registry.names))
+                raise ToolNotFoundError(
+                    f"unknown tool {call.tool_name!r}; available tools: {available or 'none'}",
+                    tool_name=call.tool_name,
+                    tool_call_id=call.tool_call_id,
+                )
+            if args_error is not None:
+                raise ToolArgumentsError(
+                    f"invalid arguments for {call.tool_name}: {args_error}",
+                    tool_name=call.tool_name,
+                    tool_call_id=call.tool_call_id,
+                )
+            call = await self._before(call, ctx)
+            kwargs = tool.validate_args(call.args)
+            timeout = tool.timeout if tool.timeout is not None else self.default_timeout
+            output = await self._run(tool, kwargs, ctx.for_call(call), timeout, call)
+        except ToolError as exc:
+            exc.tool_name = exc.tool_name or call.tool_name
+            exc.tool_call_id = exc.tool_call_id or call.tool_call_id
+            status: ToolCallStatus = "blocked" if isinstance(exc, ToolBlockedError) else "error"
+            result = ToolResultPart(
+                tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=exc.message, is_error=True
+            )
+            return ToolOutcome(
+                call=call,
+                result=await self._after(call, result, ctx),
+                status=status,
+                started_at=started,
+                finished_at=time.time(),
+                full_output=exc.message,
+                error=exc,
+            )
+        full, is_error = _jsonable(output)
+        shown = self._truncate(full)
+        result = ToolResultPart(
+            tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=shown, is_error=is_error
+        )
+        result = await self._after(call, result, ctx)
+        return ToolOutcome(
+            call=call,
+            result=result,
+            status="error" if result.is_error else "ok",
+            started_at=started,
+            finished_at=time.time(),
+            full_output=full if result.output is shown else result.output,
+        )
+
+    async def _before(self, call: ToolCallPart, ctx: RunContext[Any]) -> ToolCallPart:
+        for interceptor in self.interceptors:
+            decision = await interceptor.before_call(call, ctx)
+            if isinstance(decision, Block):
+                raise ToolBlockedError(
+                    f"blocked: {decision.reason}", tool_name=call.tool_name, tool_call_id=call.tool_call_id
+                )
+            if isinstance(decision, RewriteArgs):
+                call = ToolCallPart(
+                    tool_call_id=call.tool_call_id,
+                    tool_name=call.tool_name,
+                    args=decision.args,
+                    provider_metadata=call.provider_metadata,
+                    provider_executed=call.provider_executed,
+                    title=call.title,
+                )
+        return call
+
+    async def _after(self, call: ToolCallPart, result: ToolResultPart, ctx: RunContext[Any]) -> ToolResultPart:
+        for interceptor in self.interceptors:
+            replacement = await interceptor.after_call(call, result, ctx)
+            if replacement is not None:
+                result = replacement
+        return result
+
+    async def _run(
+        self, tool: Tool, kwargs: dict[str, Any], ctx: RunContext[Any], timeout: float | None, call: ToolCallPart
+    ) -> Any:
+        try:
+            if timeout is None:
+                return await tool.call(kwargs, ctx)
+            async with asyncio.timeout(timeout):
+                return await tool.call(kwargs, ctx)
+        except TimeoutError as exc:
+            raise ToolTimeoutError(
+                f"{tool.name} timed out after {timeout:g}s and was cancelled",
+                tool_name=tool.name,
+                tool_call_id=call.tool_call_id,
+            ) from exc
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise ToolExecutionError(
+                f"{tool.name} failed: {type(exc).__name__}: {exc}",
+                tool_name=tool.name,
+                tool_call_id=call.tool_call_id,
+            ) from exc
+
+    def _truncate(self, output: Any) -> Any:
+        if self.max_output_chars <= 0:
+            return output
+        text = output if isinstance(output, str) else None
+        if text is None:
+            if isinstance(output, int | float | bool) or output is None:
+                return output
+            text = json.dumps(output, ensure_ascii=False)
+        if len(text) <= self.max_output_chars:
+            return output
+        return (
+            f"{text[: self.max_output_chars]}\n[output truncated: showing {self.max_output_chars:,} of "
+            f"{len(text):,} characters; the full output is kept in the session store]"
+        )
+
+
+def _jsonable(value: Any) -> tuple[Any, bool]:
+    """A JSON-compatible copy of a tool's return value, or an error payload that keeps its repr."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value, False
+    try:
+        converted = to_jsonable_python(value)
+        json.dumps(converted)
+        return converted, False
+    except (TypeError, ValueError) as exc:
+        return {
+            "error": f"tool returned a value that is not JSON-serialisable ({type(value).__name__}): {exc}",
+            "repr": repr(value)[:10_000],
+        }, True
