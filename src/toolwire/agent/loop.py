@@ -256,8 +256,10 @@ class AgentRun:
                     instructions=agent.instructions,
                     settings=agent.model_settings,
                 )
-                async for event in self._model_step(request, builder, message_id, step):
-                    yield event
+                # aclosing: closing this run must close the inner generators at once (cancelling tools).
+                async with aclosing(self._model_step(request, builder, message_id, step)) as model_events:
+                    async for event in model_events:
+                        yield event
                 finish = builder.finish
                 assert finish is not None  # _model_step raises otherwise
                 assistant = Message(
@@ -293,8 +295,9 @@ class AgentRun:
                         agent_name=agent.name,
                         sink=self,
                     )
-                    async for event in self._run_tools(calls, args_errors, ctx, store, outcomes):
-                        yield event
+                    async with aclosing(self._run_tools(calls, args_errors, ctx, store, outcomes)) as tool_events:
+                        async for event in tool_events:
+                            yield event
                     tool_message = Message(
                         role="tool",
                         parts=tuple(outcomes[c.tool_call_id].result for c in calls),
