@@ -114,7 +114,7 @@ async def _build_agent(args: argparse.Namespace) -> Agent[Any]:
     ref = getattr(args, "agent", None) or getattr(args, "agent_ref", None)
     if ref:
         agent = _load_agent(ref)
-        agent._store = store
+        agent.use_store(store)
         if model is not None:
             agent.model = model
             agent.driver = _default_driver(agent)

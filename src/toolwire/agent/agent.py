@@ -94,6 +94,11 @@ class Agent(Generic[DepsT]):
                     self._store = MemoryStore()
         return self._store
 
+    def use_store(self, store: Store) -> None:
+        """Replace the store (e.g. the CLI's or server's ``--store``)."""
+        self._store_spec = store
+        self._store = store
+
     def executor_for(self, allowed: frozenset[str]) -> ToolExecutor:
         return ToolExecutor(
             registry=self.registry,
@@ -121,6 +126,7 @@ class Agent(Generic[DepsT]):
         parent: RunContext[Any] | None = None,
         enabled_tools: Sequence[str] | None = None,
         exclude_tools: Sequence[str] = (),
+        user_id: str | None = None,
     ) -> AgentRun:
         """Start a run and iterate its events. ``parent`` makes it a sub-agent run of that tool call."""
         return AgentRun(
@@ -131,6 +137,7 @@ class Agent(Generic[DepsT]):
             deps=deps,
             enabled_tools=enabled_tools,
             exclude_tools=exclude_tools,
+            user_id=user_id,
         )
 
     async def run(
@@ -142,6 +149,7 @@ class Agent(Generic[DepsT]):
         parent: RunContext[Any] | None = None,
         enabled_tools: Sequence[str] | None = None,
         exclude_tools: Sequence[str] = (),
+        user_id: str | None = None,
     ) -> RunResult:
         """Run to completion and return the result (consumes :meth:`stream`)."""
         run = self.stream(
@@ -151,6 +159,7 @@ class Agent(Generic[DepsT]):
             parent=parent,
             enabled_tools=enabled_tools,
             exclude_tools=exclude_tools,
+            user_id=user_id,
         )
         async with aclosing(run.__aiter__()) as events:  # type: ignore[type-var]
             async for _ in events:

@@ -156,8 +156,10 @@ class AgentRun:
         deps: Any = None,
         enabled_tools: Sequence[str] | None = None,
         exclude_tools: Sequence[str] = (),
+        user_id: str | None = None,
     ) -> None:
         self.agent = agent
+        self.user_id = user_id if user_id is not None else agent.user_id
         self.prompt = prompt
         self.session_id = session_id or new_id("sess_")
         self.parent_session_id = parent.session_id if parent is not None else None
@@ -220,7 +222,7 @@ class AgentRun:
                 id=self.session_id,
                 parent_session_id=self.parent_session_id,
                 user_session_id=self.user_session_id,
-                user_id=agent.user_id,
+                user_id=self.user_id,
                 agent_name=agent.name,
             )
         )
