@@ -36,6 +36,8 @@ class InteractionStart(Envelope):
     type: Literal["interaction-start"] = "interaction-start"
     prompt: str = ""
     agent_name: str | None = None
+    parent_tool_call_id: str | None = None
+    """For a sub-agent run: the parent session's tool call that started it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,6 +59,9 @@ class UserTurnStart(Envelope):
 class StepStart(Envelope):
     type: Literal["step-start"] = "step-start"
     step: int
+    provider: str | None = None
+    model: str | None = None
+    """The requested model."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,6 +71,10 @@ class StepFinish(Envelope):
     finish_reason: str
     usage: Usage = field(default_factory=Usage)
     message_id: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    """The model that answered, as the provider reported it."""
+    response_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

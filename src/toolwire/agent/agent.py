@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import aclosing
 from typing import Any, Generic, TypeVar
 
 from toolwire.agent.drivers import Driver, NativeToolDriver
 from toolwire.agent.loop import AgentRun, RunResult
 from toolwire.errors import ConfigError
+from toolwire.events import AgentEvent
 from toolwire.models import infer_model
 from toolwire.models.base import Model, ModelSettings, ToolChoice
 from toolwire.store.base import MemoryStore, Store
@@ -93,6 +94,10 @@ class Agent(Generic[DepsT]):
                 else:
                     self._store = MemoryStore()
         return self._store
+
+    def publish(self, events: AsyncIterator[AgentEvent]) -> AsyncIterator[AgentEvent]:
+        """Hook point for observers of the event stream (the event bus); identity when nobody listens."""
+        return events
 
     def use_store(self, store: Store) -> None:
         """Replace the store (e.g. the CLI's or server's ``--store``)."""

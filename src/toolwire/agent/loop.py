@@ -163,10 +163,14 @@ class AgentRun:
         self.prompt = prompt
         self.session_id = session_id or new_id("sess_")
         self.parent_session_id = parent.session_id if parent is not None else None
+        self.parent_tool_call_id = parent.tool_call_id if parent is not None else None
         self.user_session_id = parent.user_session_id if parent is not None else self.session_id
         self.interaction_id = new_id("int_")
         self.deps = deps if deps is not None or parent is None else parent.deps
         self.result: RunResult | None = None
+        self._enabled_tools = enabled_tools
+        self._exclude_tools = exclude_tools
+        # resolved at the start of the run: tool sources (MCP servers) may need to connect first
         self._tools = agent.registry.definitions(enabled=enabled_tools, exclude=exclude_tools)
         self._executor = agent.executor_for(frozenset(t.name for t in self._tools))
         self._seq = 0
@@ -182,7 +186,7 @@ class AgentRun:
 
     def __aiter__(self) -> AsyncIterator[AgentEvent]:
         if self._gen is None:
-            self._gen = self._events()
+            self._gen = self.agent.publish(self._events())
         return self._gen
 
     async def aclose(self) -> None:
@@ -234,7 +238,12 @@ class AgentRun:
         error: BaseException | None = None
         try:
             history = await store.load_history(self.session_id)
-            yield self._ev(InteractionStart, prompt=self.prompt, agent_name=agent.name)
+            yield self._ev(
+                InteractionStart,
+                prompt=self.prompt,
+                agent_name=agent.name,
+                parent_tool_call_id=self.parent_tool_call_id,
+            )
             user = Message.user(self.prompt, session_id=self.session_id)
             await store.append_message(self.session_id, user, interaction_id=self.interaction_id)
             history.append(user)
@@ -248,7 +257,9 @@ class AgentRun:
                     raise MaxStepsExceeded(
                         f"the model still asked for tools after max_steps={agent.max_steps} steps"
                     )
-                yield self._ev(StepStart, step=step)
+                yield self._ev(
+                    StepStart, step=step, provider=agent.model.provider, model=agent.model.model_name
+                )
                 builder = MessageBuilder(provider=agent.model.provider, model=agent.model.model_name)
                 message_id = new_id("msg_")
                 request = ModelRequest(
@@ -321,7 +332,14 @@ class AgentRun:
                     self._new_messages.append(tool_message)
                     yield self._ev(MessagePersisted, message_id=tool_message.id, role="tool")
                 yield self._ev(
-                    StepFinish, step=step, finish_reason=finish.reason, usage=usage, message_id=assistant.id
+                    StepFinish,
+                    step=step,
+                    finish_reason=finish.reason,
+                    usage=usage,
+                    message_id=assistant.id,
+                    provider=builder.provider,
+                    model=builder.model,
+                    response_id=builder.response_id,
                 )
                 self._raise_for_outcomes(calls, outcomes)
                 if not calls:

@@ -361,7 +361,7 @@ class MessageBuilder:
                 self.warnings = self.warnings + part.warnings
             case ResponseMetadata():
                 self.response_id = part.response_id or self.response_id
-                if part.model and not self.model:
+                if part.model:  # the model that actually answered (e.g. a dated snapshot name)
                     self.model = part.model
             case TextStart():
                 self._open_slot("text", part.id, TextPart(text="", provider_metadata=part.provider_metadata))
