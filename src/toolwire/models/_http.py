@@ -66,6 +66,8 @@ def http_error(response: httpx.Response, content: bytes, *, provider: str, model
     except ValueError:
         body = content.decode("utf-8", "replace")
     code, message = error_details(body)
+    if code is None:  # AWS puts the error type in a header: "ValidationException:http://..."
+        code = response.headers.get("x-amzn-errortype", "").split(":")[0] or None
     return ProviderHTTPError(
         message or f"HTTP {response.status_code}",
         provider=provider,
