@@ -39,7 +39,9 @@ def _model(steps: int, parallel: int, tool_name: str) -> ScriptedModel:
 
 async def one_run(steps: int, parallel: int, store_url: str | None, tool: object, name: str) -> float:
     store = await open_store(store_url) if store_url else None
-    agent = Agent(_model(steps, parallel, name), tools=[tool], store=store, max_steps=steps + 1, heartbeat_interval=None)
+    agent = Agent(
+        _model(steps, parallel, name), tools=[tool], store=store, max_steps=steps + 1, heartbeat_interval=None
+    )
     start = time.perf_counter()
     await agent.run("go")
     elapsed = time.perf_counter() - start
@@ -60,7 +62,11 @@ async def main() -> None:
             for store_label in ("memory", "sqlite"):
                 samples = []
                 for i in range(args.repeat):
-                    url = f"sqlite+aiosqlite:///{Path(tmp) / f'b{label[:2]}{i}.db'}" if store_label == "sqlite" else None
+                    url = (
+                        f"sqlite+aiosqlite:///{Path(tmp) / f'b{label[:2]}{i}.db'}"
+                        if store_label == "sqlite"
+                        else None
+                    )
                     samples.append(await one_run(args.steps, args.parallel, url, tool, name))
                 rows.append((label, store_label, statistics.median(samples)))
     print(f"{args.steps} steps x {args.parallel} call(s) per step, median of {args.repeat}")

@@ -16,7 +16,9 @@ from typing import Any
 import httpx
 import yaml
 
-FIXTURES = Path(os.environ.get("TOOLWIRE_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures"))
+FIXTURES = Path(
+    os.environ.get("TOOLWIRE_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures")
+)
 
 
 @dataclass

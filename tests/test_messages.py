@@ -73,10 +73,22 @@ def test_wire_args_json_falls_back_to_args_when_raw_is_not_an_object(raw: str, e
 
 
 def test_usage_adds_every_field() -> None:
-    a = Usage(input_tokens=1, output_tokens=2, reasoning_tokens=3, cache_read_tokens=4, cache_write_tokens=5, requests=1)
+    a = Usage(
+        input_tokens=1,
+        output_tokens=2,
+        reasoning_tokens=3,
+        cache_read_tokens=4,
+        cache_write_tokens=5,
+        requests=1,
+    )
     total = a + a
     assert total == Usage(
-        input_tokens=2, output_tokens=4, reasoning_tokens=6, cache_read_tokens=8, cache_write_tokens=10, requests=2
+        input_tokens=2,
+        output_tokens=4,
+        reasoning_tokens=6,
+        cache_read_tokens=8,
+        cache_write_tokens=10,
+        requests=2,
     )
     assert total.total_tokens == 6
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -11,18 +12,24 @@ from toolwire._partial_json import PartialJSONError, PartialJSONParser, parse_pa
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
     max_leaves=20,
 )
 
 
 @settings(max_examples=300, deadline=None)
-@given(value=json_values, cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=8), ascii_only=st.booleans())
+@given(
+    value=json_values,
+    cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=8),
+    ascii_only=st.booleans(),
+)
 def test_any_fragmentation_gives_the_same_final_value(value: Any, cuts: list[int], ascii_only: bool) -> None:
     text = json.dumps({"v": value}, ensure_ascii=ascii_only)
     points = sorted({c % (len(text) + 1) for c in cuts} | {0, len(text)})
     parser = PartialJSONParser()
-    for start, end in zip(points, points[1:], strict=False):
+    for start, end in itertools.pairwise(points):
         parser.feed(text[start:end])
         parser.value()  # never raises mid-way
     assert parser.final() == {"v": value}
@@ -39,7 +46,7 @@ def test_partial_values_close_what_is_open() -> None:
 
 def test_escapes_split_across_fragments() -> None:
     parser = PartialJSONParser()
-    for piece in ['{"t": "a\\', 'nb \\u00', 'e9 \\ud83d', '\\ude00"}']:
+    for piece in ['{"t": "a\\', "nb \\u00", "e9 \\ud83d", '\\ude00"}']:
         parser.feed(piece)
     assert parser.final() == {"t": "a\nb é 😀"}
 

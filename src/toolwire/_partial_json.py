@@ -22,7 +22,17 @@ class PartialJSONError(ValueError):
 
 class PartialJSONParser:
     __slots__ = (
-        "_colon", "_done", "_esc", "_key", "_literal", "_need_sep", "_root", "_stack", "_str", "_str_is_key", "_unicode",
+        "_colon",
+        "_done",
+        "_esc",
+        "_key",
+        "_literal",
+        "_need_sep",
+        "_root",
+        "_stack",
+        "_str",
+        "_str_is_key",
+        "_unicode",
     )
 
     def __init__(self) -> None:
@@ -61,35 +71,36 @@ class PartialJSONParser:
                 raise PartialJSONError(f"expected ':' after an object key, got {ch!r}")
             if self._need_sep and ch not in ",]}":
                 raise PartialJSONError(f"expected ',' or a closing bracket, got {ch!r}")
-            if ch == '"':
-                self._str = []
-                self._str_is_key = self._expecting_key()
-            elif ch == "{":
-                self._add_value({})
-            elif ch == "[":
-                self._add_value([])
-            elif ch in "}]":
-                if not self._stack:
-                    raise PartialJSONError(f"unexpected {ch!r}")
-                closed = self._stack.pop()
-                if (ch == "}") != isinstance(closed, dict):
-                    raise PartialJSONError(f"mismatched {ch!r}")
-                self._key = None
-                self._done = not self._stack
-                self._need_sep = bool(self._stack)
-            elif ch == ",":
-                if not self._need_sep:
-                    raise PartialJSONError("unexpected ','")
-                self._key = None
-                self._need_sep = False
-            elif ch == ":":
-                if not self._colon:
-                    raise PartialJSONError("unexpected ':'")
-                self._colon = False
-            elif ch in "-0123456789tfn":
-                self._literal = [ch]
-            else:
-                raise PartialJSONError(f"unexpected character {ch!r}")
+            self._structural(ch)
+
+    def _structural(self, ch: str) -> None:
+        if ch == '"':
+            self._str = []
+            self._str_is_key = self._expecting_key()
+        elif ch in "{[":
+            self._add_value({} if ch == "{" else [])
+        elif ch in "}]":
+            if not self._stack:
+                raise PartialJSONError(f"unexpected {ch!r}")
+            closed = self._stack.pop()
+            if (ch == "}") != isinstance(closed, dict):
+                raise PartialJSONError(f"mismatched {ch!r}")
+            self._key = None
+            self._done = not self._stack
+            self._need_sep = bool(self._stack)
+        elif ch == ",":
+            if not self._need_sep:
+                raise PartialJSONError("unexpected ','")
+            self._key = None
+            self._need_sep = False
+        elif ch == ":":
+            if not self._colon:
+                raise PartialJSONError("unexpected ':'")
+            self._colon = False
+        elif ch in "-0123456789tfn":
+            self._literal = [ch]
+        else:
+            raise PartialJSONError(f"unexpected character {ch!r}")
 
     def _feed_string(self, text: str, i: int) -> int:
         chunks = self._str

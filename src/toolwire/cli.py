@@ -58,7 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="toolwire", description="LLM tool calling, the same on every provider.")
+    parser = argparse.ArgumentParser(
+        prog="toolwire", description="LLM tool calling, the same on every provider."
+    )
     sub = parser.add_subparsers(dest="command")
 
     def agent_options(p: argparse.ArgumentParser) -> None:
@@ -92,7 +94,9 @@ def _parser() -> argparse.ArgumentParser:
     sshow.add_argument("--store", default=DEFAULT_URL)
     sshow.set_defaults(handler=_cmd_sessions_show)
 
-    serve = sub.add_parser("serve", help="serve an agent over HTTP (AI SDK UI stream, native events, web page)")
+    serve = sub.add_parser(
+        "serve", help="serve an agent over HTTP (AI SDK UI stream, native events, web page)"
+    )
     serve.add_argument("agent_ref", nargs="?", help="module:attribute naming an Agent (default: demo)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
@@ -207,7 +211,9 @@ class EventPrinter:
             case ToolCallActive():
                 self._newline()
                 args = json.dumps(event.args, ensure_ascii=False)
-                self.out.print(f"{indent}[cyan]▶ {escape(event.tool_name)}[/cyan]({escape(_clip(args, 200))})")
+                self.out.print(
+                    f"{indent}[cyan]▶ {escape(event.tool_name)}[/cyan]({escape(_clip(args, 200))})"
+                )
                 self.running[(event.session_id, event.tool_call_id)] = (event.tool_name, event.started_at)
                 self._update_status()
             case ToolCallHeartbeat() | ToolProgress():
@@ -215,7 +221,9 @@ class EventPrinter:
             case ToolCallComplete():
                 self.running.pop((event.session_id, event.tool_call_id), None)
                 self._update_status()
-                output = event.output if isinstance(event.output, str) else json.dumps(event.output, default=str)
+                output = (
+                    event.output if isinstance(event.output, str) else json.dumps(event.output, default=str)
+                )
                 mark = "[red]✗[/red]" if event.is_error else "[green]✓[/green]"
                 self.out.print(
                     f"{indent}{mark} {escape(event.tool_name)} → {escape(_clip(output, 300))} "
@@ -226,7 +234,9 @@ class EventPrinter:
                 self.out.print(f"{indent}[yellow]{event.level}: {escape(event.text)}[/yellow]")
             case MediaEvent():
                 self._newline()
-                self.out.print(f"{indent}[magenta]media {escape(event.content_type)} {escape(event.url or '')}[/]")
+                self.out.print(
+                    f"{indent}[magenta]media {escape(event.content_type)} {escape(event.url or '')}[/]"
+                )
             case ErrorEvent():
                 self._newline()
                 self.out.print(f"{indent}[red]error: {escape(event.message)}[/red]")
@@ -281,9 +291,7 @@ async def _cmd_demo(args: argparse.Namespace) -> int:
         calls = [r for r in await store.tool_calls(session_id or "")]
         console.print(f"\n[dim]session {session_id}: {len(calls)} tool call(s) stored in {args.store}[/dim]")
         for record in calls:
-            console.print(
-                f"[dim]  {record.tool_name}({json.dumps(record.args)}) -> {record.status}[/dim]"
-            )
+            console.print(f"[dim]  {record.tool_name}({json.dumps(record.args)}) -> {record.status}[/dim]")
         if not calls:
             console.print("[yellow]The model answered without calling a tool this time.[/yellow]")
     finally:
@@ -372,7 +380,9 @@ async def _cmd_serve(args: argparse.Namespace) -> int:
     try:
         from toolwire.server.app import serve
     except ImportError as exc:
-        raise ToolwireError(f"the server needs the 'server' extra: pip install 'toolwire[server]' ({exc})") from exc
+        raise ToolwireError(
+            f"the server needs the 'server' extra: pip install 'toolwire[server]' ({exc})"
+        ) from exc
     agent = await _build_agent(args)
     await serve(agent, host=args.host, port=args.port, tokens_file=args.tokens)
     return 0

@@ -20,6 +20,7 @@
     │   └── DecisionValidationFailed
     ├── StepAborted
     ├── MaxStepsExceeded
+    ├── NoObjectGenerated
     └── StoreError
         └── SessionBusyError
 
@@ -141,6 +142,17 @@ class StepAborted(ToolwireError):
 
 class MaxStepsExceeded(ToolwireError):
     """The run reached ``max_steps`` while the model still asked for tools."""
+
+
+class NoObjectGenerated(ToolwireError):
+    """The model did not produce a valid structured output within ``output_retries`` re-prompts."""
+
+    def __init__(self, message: str, *, raw_output: str = "", errors: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.raw_output = raw_output
+        """The last raw output (text or final-result arguments)."""
+        self.errors = errors or []
+        """The validation errors of the last attempt."""
 
 
 class StoreError(ToolwireError):

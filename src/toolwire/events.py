@@ -225,6 +225,22 @@ class ToolCallComplete(Envelope):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OutputPartial(Envelope):
+    """A structured output as far as it has arrived (validated as far as it goes)."""
+
+    type: Literal["output-partial"] = "output-partial"
+    partial: Any = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputAvailable(Envelope):
+    """The final, validated structured output (as JSON-compatible data)."""
+
+    type: Literal["output-available"] = "output-available"
+    output: Any = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MessagePersisted(Envelope):
     type: Literal["message-persisted"] = "message-persisted"
     message_id: str
@@ -262,6 +278,8 @@ AgentEvent: TypeAlias = Annotated[
     | MediaEvent
     | CustomDataEvent
     | ToolCallComplete
+    | OutputPartial
+    | OutputAvailable
     | MessagePersisted
     | ErrorEvent,
     Field(discriminator="type"),

@@ -19,7 +19,15 @@ from toolwire.events import (
     ToolInputAvailableEvent,
 )
 from toolwire.messages import Message, ToolResultPart, Usage
-from toolwire.models.base import Finish, Model, ModelRequest, ModelStreamPart, StreamStart, TextDelta, TextStart
+from toolwire.models.base import (
+    Finish,
+    Model,
+    ModelRequest,
+    ModelStreamPart,
+    StreamStart,
+    TextDelta,
+    TextStart,
+)
 from toolwire.models.scripted import ScriptedModel
 from toolwire.store.base import INTERRUPTED_OUTPUT, MemoryStore, SessionInfo, StepRecord, ToolCallRecord
 
@@ -56,9 +64,9 @@ def test_no_adapter_has_a_second_generation_path(name: str) -> None:
     for attr, value in vars(cls).items():
         if attr.startswith("_") or not callable(value):
             continue
-        assert attr in {"stream", "aclose", "from_file", "from_data"} or not inspect.iscoroutinefunction(value), (
-            f"{name}.{attr} looks like a second request path"
-        )
+        assert attr in {"stream", "aclose", "from_file", "from_data"} or not inspect.iscoroutinefunction(
+            value
+        ), f"{name}.{attr} looks like a second request path"
 
 
 # -- invariant 2: one loop --------------------------------------------------------------------------------
@@ -87,7 +95,9 @@ async def test_run_consumes_the_same_loop_as_stream() -> None:
     result = await ran.run("1+2?")
     assert seen == ["stream"], "run() must go through stream()"
     assert result.output == "The sum is 3." == events[-1].output  # type: ignore[union-attr]
-    assert [type(e).__name__ for e in events if not e.type.startswith("tool-call-heartbeat")][-1] == "InteractionEnd"
+    assert [type(e).__name__ for e in events if not e.type.startswith("tool-call-heartbeat")][
+        -1
+    ] == "InteractionEnd"
     assert [m.role for m in result.messages] == ["user", "assistant", "tool", "assistant"]
     assert result.usage == Usage(input_tokens=20, output_tokens=10, requests=2)
     assert [x.result.output for x in result.tool_executions] == [3]
@@ -127,7 +137,11 @@ async def test_every_step_is_persisted_so_a_new_agent_continues_with_tool_result
     signature = {"google": {"thoughtSignature": "c2lnbmF0dXJl"}}
     first = ScriptedModel(
         [
-            [ToolCallPart(tool_call_id="c1", tool_name="add", args={"a": 2, "b": 2}, provider_metadata=signature)],
+            [
+                ToolCallPart(
+                    tool_call_id="c1", tool_name="add", args={"a": 2, "b": 2}, provider_metadata=signature
+                )
+            ],
             [TextPart(text="4")],
         ]
     )
@@ -155,13 +169,21 @@ async def test_pending_call_left_by_a_crash_gets_an_interrupted_result_in_order(
             step=1,
             message=assistant,
             tool_calls=tuple(
-                ToolCallRecord(session_id="s", tool_call_id=c.tool_call_id, tool_name="add", message_id=assistant.id, step=1)
+                ToolCallRecord(
+                    session_id="s",
+                    tool_call_id=c.tool_call_id,
+                    tool_name="add",
+                    message_id=assistant.id,
+                    step=1,
+                )
                 for c in assistant.tool_calls
             ),
         )
     )
     # call "b" finished before the crash, "a" did not
-    await store.complete_tool_call("s", "b", status="ok", output=4, is_error=False, started_at=1.0, finished_at=2.0)
+    await store.complete_tool_call(
+        "s", "b", status="ok", output=4, is_error=False, started_at=1.0, finished_at=2.0
+    )
     model = ScriptedModel([[TextPart(text="recovered")]])
     await Agent(model, tools=[add], store=store).run("continue", session_id="s")
     sent = model.requests[0].messages
@@ -182,7 +204,10 @@ async def test_parallel_results_keep_call_order_even_when_they_finish_out_of_ord
         return label
 
     model = ScriptedModel(
-        [[call("first", "slow", delay=0.2, label="one"), call("second", "slow", delay=0.0, label="two")], [TextPart(text="ok")]]
+        [
+            [call("first", "slow", delay=0.2, label="one"), call("second", "slow", delay=0.0, label="two")],
+            [TextPart(text="ok")],
+        ]
     )
     agent = Agent(model, tools=[slow])
     events = [e async for e in agent.stream("go")]
@@ -199,7 +224,10 @@ async def test_every_event_carries_the_envelope_with_monotonic_seq_per_session()
     child_model = ScriptedModel([[call("c1", "add", a=5, b=5)], [TextPart(text="ten")]])
     child = Agent(child_model, tools=[add], name="math")
     parent_model = ScriptedModel(
-        [[call("c1", "math", task="5+5")], [TextPart(text="ten, says math")]]  # same tool_call_id as the child's
+        [
+            [call("c1", "math", task="5+5")],
+            [TextPart(text="ten, says math")],
+        ]  # same tool_call_id as the child's
     )
     parent = Agent(parent_model, tools=[child.as_tool("math", "Ask the math agent.")])
     events = [e async for e in parent.stream("compute")]
@@ -222,8 +250,12 @@ async def test_every_event_carries_the_envelope_with_monotonic_seq_per_session()
     assert completes[(child_session, "c1")].output == 10
     assert completes[(root, "c1")].output == "ten"
     # child events arrive between the parent's tool-call-active and tool-call-complete
-    idx_active = next(i for i, e in enumerate(events) if isinstance(e, ToolCallActive) and e.session_id == root)
-    idx_done = next(i for i, e in enumerate(events) if isinstance(e, ToolCallComplete) and e.session_id == root)
+    idx_active = next(
+        i for i, e in enumerate(events) if isinstance(e, ToolCallActive) and e.session_id == root
+    )
+    idx_done = next(
+        i for i, e in enumerate(events) if isinstance(e, ToolCallComplete) and e.session_id == root
+    )
     assert all(idx_active < i < idx_done for i, e in enumerate(events) if e.session_id == child_session)
 
 
@@ -256,7 +288,13 @@ class FlakyModel(Model):
             if self.partial:
                 yield TextStart(id="t")
                 yield TextDelta(id="t", delta="half a sen")
-            raise ProviderHTTPError("overloaded", provider="flaky", status=self.status, retryable=self.status >= 500, retry_after=0.01)
+            raise ProviderHTTPError(
+                "overloaded",
+                provider="flaky",
+                status=self.status,
+                retryable=self.status >= 500,
+                retry_after=0.01,
+            )
         yield TextStart(id="t")
         yield TextDelta(id="t", delta="fine")
         yield Finish(reason="stop", usage=Usage(input_tokens=1, output_tokens=1, requests=1))
@@ -364,7 +402,11 @@ async def test_echoed_tool_arguments_are_dropped_from_assistant_text() -> None:
 
 async def test_tool_input_available_carries_provider_metadata_and_title() -> None:
     part = ToolCallPart(
-        tool_call_id="c", tool_name="add", args={"a": 1, "b": 1}, provider_metadata={"google": {"thoughtSignature": "s"}}, title="Adding"
+        tool_call_id="c",
+        tool_name="add",
+        args={"a": 1, "b": 1},
+        provider_metadata={"google": {"thoughtSignature": "s"}},
+        title="Adding",
     )
     agent = Agent(ScriptedModel([[part], [TextPart(text="2")]]), tools=[add])
     events = [e async for e in agent.stream("x")]
@@ -387,6 +429,8 @@ ORDER: list[str] = []
 
 async def test_a_sequential_tool_makes_the_step_run_calls_one_after_another() -> None:
     ORDER.clear()
-    model = ScriptedModel([[call("1", "ordered", label="a"), call("2", "ordered", label="b")], [TextPart(text="k")]])
+    model = ScriptedModel(
+        [[call("1", "ordered", label="a"), call("2", "ordered", label="b")], [TextPart(text="k")]]
+    )
     await Agent(model, tools=[ordered]).run("go")
     assert ORDER == ["start a", "end a", "start b", "end b"]

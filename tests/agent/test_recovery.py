@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -34,7 +35,7 @@ async def test_sigkill_during_a_tool_run_leaves_a_repairable_history(tmp_path: P
     while not marker.exists():
         assert child.poll() is None, child.stderr.read().decode() if child.stderr else "child exited"
         assert time.monotonic() < deadline, "the child never started its tool"
-        time.sleep(0.05)
+        await asyncio.sleep(0.05)
     os.kill(child.pid, signal.SIGKILL)
     child.wait(timeout=10)
     assert child.returncode == -signal.SIGKILL
@@ -53,7 +54,9 @@ async def test_sigkill_during_a_tool_run_leaves_a_repairable_history(tmp_path: P
         await Agent(model, store=store).run("Did it work?", session_id="crash-session")
         sent = model.requests[0].messages
         assert [m.role for m in sent] == ["user", "assistant", "tool", "user"]
-        assert sent[1].tool_calls[0].provider_metadata == {"google": {"thoughtSignature": "c2lnLWZyb20tY2hpbGQ="}}
+        assert sent[1].tool_calls[0].provider_metadata == {
+            "google": {"thoughtSignature": "c2lnLWZyb20tY2hpbGQ="}
+        }
         assert sent[2].tool_results[0].is_error
     finally:
         await store.close()
@@ -75,6 +78,10 @@ async def test_a_new_process_continues_the_conversation_with_tool_calls_and_resu
         call = sent[1].tool_calls[0]
         assert (call.tool_call_id, call.tool_name, call.args) == ("call_42", "lookup", {"order_id": "A-1"})
         assert call.provider_metadata == {"google": {"thoughtSignature": "c2lnLWZyb20tY2hpbGQ="}}
-        assert sent[2].tool_results[0].output == {"order_id": "A-1", "status": "shipped", "carrier": "Nordpost"}
+        assert sent[2].tool_results[0].output == {
+            "order_id": "A-1",
+            "status": "shipped",
+            "carrier": "Nordpost",
+        }
     finally:
         await store.close()

@@ -46,7 +46,9 @@ def call(cid: str, name: str, args: dict[str, Any] | None = None, raw: str = "")
     return ToolCallPart(tool_call_id=cid, tool_name=name, args=args or {}, args_json=raw)
 
 
-async def run_calls(tools: list[Any], calls: list[ToolCallPart], **agent_kwargs: Any) -> tuple[Any, list[Any]]:
+async def run_calls(
+    tools: list[Any], calls: list[ToolCallPart], **agent_kwargs: Any
+) -> tuple[Any, list[Any]]:
     model = ScriptedModel([calls, [TextPart(text="done")]])
     agent = Agent(model, tools=tools, **agent_kwargs)
     events = [e async for e in agent.stream("go")]
@@ -96,21 +98,23 @@ def test_bad_tool_definitions_raise_config_errors() -> None:
 
 
 async def test_validation_error_becomes_an_error_result_with_the_reason() -> None:
-    model, _ = await run_calls([ship], [call("1", "ship", {"item_id": "not a number", "address": {"city": "Oslo"}})])
+    model, _ = await run_calls(
+        [ship], [call("1", "ship", {"item_id": "not a number", "address": {"city": "Oslo"}})]
+    )
     (result,) = results_sent(model)
     assert result.is_error
     assert "item_id" in result.output and "integer" in result.output
 
 
 async def test_valid_arguments_are_coerced_into_models() -> None:
-    model, _ = await run_calls([ship], [call("1", "ship", {"item_id": 7, "address": {"city": "Oslo"}, "speed": "fast"})])
+    model, _ = await run_calls(
+        [ship], [call("1", "ship", {"item_id": 7, "address": {"city": "Oslo"}, "speed": "fast"})]
+    )
     assert results_sent(model)[0].output == {"item": 7, "to": "Oslo", "speed": "fast"}
 
 
 async def test_unknown_tool_and_unparseable_arguments_give_error_results() -> None:
-    model, _ = await run_calls(
-        [ship], [call("1", "nope", {}), call("2", "ship", raw='{"item_id": 1, "addr')]
-    )
+    model, _ = await run_calls([ship], [call("1", "nope", {}), call("2", "ship", raw='{"item_id": 1, "addr')])
     unknown, broken = results_sent(model)
     assert unknown.is_error and "unknown tool 'nope'" in unknown.output and "ship" in unknown.output
     assert broken.is_error and "not valid JSON" in broken.output
@@ -124,7 +128,12 @@ async def test_raising_tool_becomes_error_result_by_default_and_raises_when_aske
     model, _ = await run_calls([explode], [call("1", "explode")])
     assert results_sent(model)[0].output == "explode failed: ValueError: kaput"
     store = MemoryStore()
-    agent = Agent(ScriptedModel([[call("1", "explode")], [TextPart(text="x")]]), tools=[explode], raise_on_failure=True, store=store)
+    agent = Agent(
+        ScriptedModel([[call("1", "explode")], [TextPart(text="x")]]),
+        tools=[explode],
+        raise_on_failure=True,
+        store=store,
+    )
     with pytest.raises(ToolExecutionError) as info:
         await agent.run("go", session_id="s")
     assert isinstance(info.value.__cause__, ValueError)
@@ -189,7 +198,9 @@ async def test_sync_tools_run_in_a_thread_and_calls_run_concurrently() -> None:
         time.sleep(0.2)
         return {"start": start, "end": time.monotonic()}
 
-    model, _ = await run_calls([blocking], [call("a", "blocking", {"label": "a"}), call("b", "blocking", {"label": "b"})])
+    model, _ = await run_calls(
+        [blocking], [call("a", "blocking", {"label": "a"}), call("b", "blocking", {"label": "b"})]
+    )
     a, b = (r.output for r in results_sent(model))
     assert a["start"] < b["end"] and b["start"] < a["end"], "the two calls should overlap"
 
@@ -205,9 +216,13 @@ class Policy(ToolInterceptor):
             return RewriteArgs({"text": "rewritten"})
         return Allow()
 
-    async def after_call(self, call: ToolCallPart, result: ToolResultPart, ctx: RunContext[Any]) -> ToolResultPart | None:
+    async def after_call(
+        self, call: ToolCallPart, result: ToolResultPart, ctx: RunContext[Any]
+    ) -> ToolResultPart | None:
         if call.tool_name == "echo":
-            return ToolResultPart(tool_call_id=result.tool_call_id, tool_name=result.tool_name, output=f"[{result.output}]")
+            return ToolResultPart(
+                tool_call_id=result.tool_call_id, tool_name=result.tool_name, output=f"[{result.output}]"
+            )
         return None
 
 

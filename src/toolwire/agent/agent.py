@@ -9,6 +9,7 @@ from typing import Any, Generic, TypeVar
 
 from toolwire.agent.drivers import Driver, NativeToolDriver
 from toolwire.agent.loop import AgentRun, RunResult
+from toolwire.agent.output import OutputMode, OutputSpec, build_output_spec
 from toolwire.errors import ConfigError
 from toolwire.events import AgentEvent
 from toolwire.models import infer_model
@@ -47,6 +48,9 @@ class Agent(Generic[DepsT]):
         max_tool_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
         model_settings: ModelSettings | None = None,
         user_id: str | None = None,
+        output_type: Any = None,
+        output_mode: OutputMode = "auto",
+        output_retries: int = 2,
     ) -> None:
         self.model = infer_model(model)
         self.registry = ToolRegistry(tools)
@@ -70,6 +74,10 @@ class Agent(Generic[DepsT]):
         self.max_tool_output_chars = max_tool_output_chars
         self.model_settings = model_settings or ModelSettings()
         self.user_id = user_id
+        self.output_retries = output_retries
+        self.output_spec: OutputSpec | None = (
+            build_output_spec(output_type, self.model, output_mode) if output_type is not None else None
+        )
         self._store_spec = store
         self._store: Store | None = store if isinstance(store, Store) else None
         self._store_lock = asyncio.Lock()
@@ -211,5 +219,7 @@ def _react_driver() -> Driver:
     try:
         from toolwire.agent.react import ReActDriver
     except ImportError as exc:  # pragma: no cover - react ships with toolwire
-        raise ConfigError("this model has no native tool calling and the ReAct driver is unavailable") from exc
+        raise ConfigError(
+            "this model has no native tool calling and the ReAct driver is unavailable"
+        ) from exc
     return ReActDriver()

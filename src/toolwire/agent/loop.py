@@ -18,15 +18,18 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pydantic_core import to_jsonable_python
+
+from toolwire._partial_json import PartialJSONParser
+from toolwire.agent.output import FINAL_RESULT_TOOL, OutputSpec, OutputValidationError
 from toolwire.errors import (
     DriverError,
     MaxStepsExceeded,
+    NoObjectGenerated,
     ProviderError,
     ProviderProtocolError,
     StepAborted,
     ToolBlockedError,
-    ToolError,
-    ToolwireError,
 )
 from toolwire.events import (
     AgentEvent,
@@ -37,6 +40,8 @@ from toolwire.events import (
     InteractionStatus,
     MediaEvent,
     MessagePersisted,
+    OutputAvailable,
+    OutputPartial,
     ReasoningDeltaEvent,
     ReasoningEndEvent,
     ReasoningStartEvent,
@@ -56,7 +61,7 @@ from toolwire.events import (
     ToolProgress,
     UserTurnStart,
 )
-from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage, new_id
+from toolwire.messages import Message, TextPart, ToolCallPart, ToolResultPart, Usage, new_id
 from toolwire.models.base import (
     File,
     Finish,
@@ -72,6 +77,7 @@ from toolwire.models.base import (
     TextDelta,
     TextEnd,
     TextStart,
+    ToolDefinition,
     ToolInputDelta,
     ToolInputEnd,
     ToolInputStart,
@@ -79,7 +85,7 @@ from toolwire.models.base import (
 )
 from toolwire.store.base import SessionInfo, StepRecord, Store, ToolCallRecord
 from toolwire.tools.context import RunContext
-from toolwire.tools.executor import ToolExecutor, ToolOutcome
+from toolwire.tools.executor import ToolOutcome
 
 if TYPE_CHECKING:
     from toolwire.agent.agent import Agent
@@ -119,8 +125,8 @@ class ToolExecution:
 class RunResult:
     """The outcome of one run (one user turn)."""
 
-    output: str
-    """The final assistant text."""
+    output: Any
+    """The final assistant text, or the validated object when the agent has an ``output_type``."""
     session_id: str
     interaction_id: str
     status: InteractionStatus
@@ -131,6 +137,8 @@ class RunResult:
     """Summed over every step, tool-calling steps included."""
     step_usage: list[Usage] = field(default_factory=list)
     steps: int = 0
+    text: str = ""
+    """The final assistant text (also when ``output`` is a structured object)."""
 
 
 @dataclass(slots=True)
@@ -181,6 +189,16 @@ class AgentRun:
         self._executions: list[ToolExecution] = []
         self._step_usage: list[Usage] = []
         self._open_step: tuple[int, list[ToolCallPart], dict[str, ToolOutcome]] | None = None
+        self._output: OutputSpec | None = agent.output_spec
+        self._history: list[Message] = []
+        self._done = False
+        self._status: InteractionStatus = "completed"
+        self._output_value: Any = ""
+        self._text_output = ""
+        self._output_attempts = 0
+        self._partial: PartialJSONParser | None = None
+        self._partial_call: str | None = None
+        self._last_partial: Any = None
 
     # -- iteration -------------------------------------------------------------------------------
 
@@ -232,12 +250,9 @@ class AgentRun:
         )
         self._seq = self._persisted_seq = info.last_seq
         await store.lock_session(self.session_id, self.interaction_id)
-        status: InteractionStatus = "completed"
-        output = ""
-        total = Usage()
         error: BaseException | None = None
         try:
-            history = await store.load_history(self.session_id)
+            self._history = await store.load_history(self.session_id)
             yield self._ev(
                 InteractionStart,
                 prompt=self.prompt,
@@ -245,127 +260,31 @@ class AgentRun:
                 parent_tool_call_id=self.parent_tool_call_id,
             )
             user = Message.user(self.prompt, session_id=self.session_id)
-            await store.append_message(self.session_id, user, interaction_id=self.interaction_id)
-            history.append(user)
-            self._new_messages.append(user)
+            await self._append(store, user)
             yield self._ev(UserTurnStart, message=user)
             step = 0
-            while True:
+            while not self._done:
                 step += 1
                 if step > agent.max_steps:
-                    status = "max-steps"
+                    self._status = "max-steps"
                     raise MaxStepsExceeded(
                         f"the model still asked for tools after max_steps={agent.max_steps} steps"
                     )
-                yield self._ev(
-                    StepStart, step=step, provider=agent.model.provider, model=agent.model.model_name
-                )
-                builder = MessageBuilder(provider=agent.model.provider, model=agent.model.model_name)
-                message_id = new_id("msg_")
-                request = ModelRequest(
-                    messages=tuple(history),
-                    tools=self._tools,
-                    tool_choice=agent.tool_choice_for_step(step),
-                    instructions=agent.instructions,
-                    settings=agent.model_settings,
-                )
                 # aclosing: closing this run must close the inner generators at once (cancelling tools).
-                async with aclosing(self._model_step(request, builder, message_id, step)) as model_events:
-                    async for event in model_events:
+                async with aclosing(self._step(step, store)) as step_events:
+                    async for event in step_events:
                         yield event
-                finish = builder.finish
-                assert finish is not None  # _model_step raises otherwise
-                assistant = Message(
-                    role="assistant",
-                    parts=builder.parts(),
-                    id=message_id,
-                    session_id=self.session_id,
-                    provider=builder.provider,
-                    model=builder.model,
-                )
-                usage = finish.usage
-                total = total + usage
-                self._step_usage.append(usage)
-                calls = [c for c in assistant.tool_calls if not c.provider_executed]
-                args_errors = builder.args_errors
-                if assistant.parts:
-                    await store.begin_step(self._step_record(step, assistant, calls, usage, finish.reason))
-                    history.append(assistant)
-                    self._new_messages.append(assistant)
-                    yield self._ev(MessagePersisted, message_id=assistant.id, role="assistant")
-                tool_message: Message | None = None
-                outcomes: dict[str, ToolOutcome] = {}
-                if calls:
-                    self._open_step = (step, calls, outcomes)
-                    ctx = RunContext(
-                        deps=self.deps,
-                        session_id=self.session_id,
-                        user_session_id=self.user_session_id,
-                        interaction_id=self.interaction_id,
-                        parent_session_id=self.parent_session_id,
-                        step=step,
-                        messages=tuple(history),
-                        agent_name=agent.name,
-                        sink=self,
-                    )
-                    async with aclosing(self._run_tools(calls, args_errors, ctx, store, outcomes)) as tool_events:
-                        async for event in tool_events:
-                            yield event
-                    tool_message = Message(
-                        role="tool",
-                        parts=tuple(outcomes[c.tool_call_id].result for c in calls),
-                        session_id=self.session_id,
-                    )
-                persisted_seq = self._seq + (1 if tool_message is not None else 0) + 1
-                await store.finish_step(
-                    self.session_id,
-                    step=step,
-                    interaction_id=self.interaction_id,
-                    tool_message=tool_message,
-                    usage=usage,
-                    last_seq=persisted_seq,
-                )
-                self._persisted_seq = persisted_seq
-                self._open_step = None
-                if tool_message is not None:
-                    history.append(tool_message)
-                    self._new_messages.append(tool_message)
-                    yield self._ev(MessagePersisted, message_id=tool_message.id, role="tool")
-                yield self._ev(
-                    StepFinish,
-                    step=step,
-                    finish_reason=finish.reason,
-                    usage=usage,
-                    message_id=assistant.id,
-                    provider=builder.provider,
-                    model=builder.model,
-                    response_id=builder.response_id,
-                )
-                self._raise_for_outcomes(calls, outcomes)
-                if not calls:
-                    output = assistant.text
-                    break
         except BaseException as exc:
             error = exc
             if isinstance(exc, asyncio.CancelledError | GeneratorExit):
-                status = "cancelled"
-            elif status != "max-steps":
-                status = "error"
+                self._status = "cancelled"
+            elif self._status != "max-steps":
+                self._status = "error"
             raise
         finally:
             try:
                 await self._close_open_step(store)
-                self.result = RunResult(
-                    output=output,
-                    session_id=self.session_id,
-                    interaction_id=self.interaction_id,
-                    status=status,
-                    messages=self._new_messages,
-                    tool_executions=self._executions,
-                    usage=total,
-                    step_usage=self._step_usage,
-                    steps=len(self._step_usage),
-                )
+                self.result = self._make_result()
                 # A closed generator (GeneratorExit) or a cancelled task cannot yield any more.
                 if not isinstance(error, GeneratorExit | asyncio.CancelledError):
                     if error is not None:
@@ -377,13 +296,157 @@ class AgentRun:
                         )
                     yield self._ev(
                         InteractionEnd,
-                        status=status,
-                        output=output,
-                        usage=total,
+                        status=self._status,
+                        output=self._text_output,
+                        usage=self.result.usage,
                         error=_describe(error) if error is not None else None,
                     )
             finally:
                 await self._release(store)
+
+    async def _step(self, step: int, store: Store) -> AsyncIterator[AgentEvent]:
+        """One model step, its tools, its persistence, and the decision whether the run is done."""
+        agent = self.agent
+        yield self._ev(StepStart, step=step, provider=agent.model.provider, model=agent.model.model_name)
+        builder = MessageBuilder(provider=agent.model.provider, model=agent.model.model_name)
+        message_id = new_id("msg_")
+        async with aclosing(self._model_step(self._request(step), builder, message_id, step)) as model_events:
+            async for event in model_events:
+                yield event
+        finish = builder.finish
+        assert finish is not None  # _model_step raises otherwise
+        assistant = Message(
+            role="assistant",
+            parts=builder.parts(),
+            id=message_id,
+            session_id=self.session_id,
+            provider=builder.provider,
+            model=builder.model,
+        )
+        self._step_usage.append(finish.usage)
+        calls = [c for c in assistant.tool_calls if not c.provider_executed]
+        if assistant.parts:
+            await store.begin_step(self._step_record(step, assistant, calls, finish.usage, finish.reason))
+            self._history.append(assistant)
+            self._new_messages.append(assistant)
+            yield self._ev(MessagePersisted, message_id=assistant.id, role="assistant")
+        outcomes: dict[str, ToolOutcome] = {}
+        accepted, output_error = _NOTHING, ""
+        if calls:
+            self._open_step = (step, calls, outcomes)
+            spec = self._output
+            if spec is not None and spec.mode == "tool":
+                accepted, output_error = self._settle_final_result(calls, spec, outcomes)
+                for settled in list(outcomes.values()):
+                    await self._record_outcome(store, settled)
+                    yield self._complete_event(settled)
+            to_run = [c for c in calls if c.tool_call_id not in outcomes]
+            if to_run:
+                async with aclosing(
+                    self._run_tools(to_run, builder.args_errors, step, store, outcomes)
+                ) as events:
+                    async for event in events:
+                        yield event
+        tool_message = (
+            Message(
+                role="tool",
+                parts=tuple(outcomes[c.tool_call_id].result for c in calls),
+                session_id=self.session_id,
+            )
+            if calls
+            else None
+        )
+        persisted_seq = self._seq + (1 if tool_message is not None else 0) + 1
+        await store.finish_step(
+            self.session_id,
+            step=step,
+            interaction_id=self.interaction_id,
+            tool_message=tool_message,
+            usage=finish.usage,
+            last_seq=persisted_seq,
+        )
+        self._persisted_seq = persisted_seq
+        self._open_step = None
+        if tool_message is not None:
+            self._history.append(tool_message)
+            self._new_messages.append(tool_message)
+            yield self._ev(MessagePersisted, message_id=tool_message.id, role="tool")
+        yield self._ev(
+            StepFinish,
+            step=step,
+            finish_reason=finish.reason,
+            usage=finish.usage,
+            message_id=assistant.id,
+            provider=builder.provider,
+            model=builder.model,
+            response_id=builder.response_id,
+        )
+        self._raise_for_outcomes(calls, outcomes)
+        async with aclosing(self._decide(assistant, calls, accepted, output_error, store)) as events:
+            async for event in events:
+                yield event
+
+    async def _decide(
+        self, assistant: Message, calls: list[ToolCallPart], accepted: Any, output_error: str, store: Store
+    ) -> AsyncIterator[AgentEvent]:
+        """Is the run done? Without an output type: when the model stopped calling tools. With one: when a
+        valid object arrived; an invalid one is re-prompted at most ``output_retries`` times."""
+        spec = self._output
+        if spec is None:
+            if not calls:
+                self._output_value = self._text_output = assistant.text
+                self._done = True
+            return
+        if accepted is _NOTHING and not calls:
+            accepted, output_error = self._parse_text_output(assistant.text, spec)
+        if accepted is not _NOTHING:
+            self._output_value, self._text_output = accepted, assistant.text
+            self._done = True
+            yield self._ev(OutputAvailable, output=to_jsonable_python(accepted, fallback=str))
+            return
+        if not output_error:
+            return  # real tools ran; the model continues
+        self._output_attempts += 1
+        if self._output_attempts > self.agent.output_retries:
+            raise NoObjectGenerated(
+                f"no valid {spec.name} after {self._output_attempts} attempt(s): {output_error}",
+                raw_output=_raw_output(assistant, spec),
+                errors=[output_error],
+            )
+        if not calls:  # the model answered in text: tell it what was wrong (stored like any turn)
+            retry = Message(
+                role="user",
+                parts=(
+                    TextPart(
+                        text=_retry_prompt(spec, output_error),
+                        provider_metadata={"toolwire": {"output_retry": True}},
+                    ),
+                ),
+                session_id=self.session_id,
+            )
+            await self._append(store, retry)
+
+    async def _append(self, store: Store, message: Message) -> None:
+        await store.append_message(self.session_id, message, interaction_id=self.interaction_id)
+        self._history.append(message)
+        self._new_messages.append(message)
+
+    def _make_result(self) -> RunResult:
+        total = Usage()
+        for usage in self._step_usage:
+            total = total + usage
+        return RunResult(
+            output=self._output_value,
+            text=self._text_output,
+            session_id=self.session_id,
+            interaction_id=self.interaction_id,
+            status=self._status,
+            messages=self._new_messages,
+            tool_executions=self._executions,
+            usage=total,
+            step_usage=self._step_usage,
+            steps=len(self._step_usage),
+        )
 
     async def _model_step(
         self, request: ModelRequest, builder: MessageBuilder, message_id: str, step: int
@@ -393,6 +456,7 @@ class AgentRun:
         attempt = 0
         while True:
             emitted = False
+            self._partial, self._partial_call, self._last_partial = None, None, None
             try:
                 async with aclosing(agent.driver.stream_step(agent.model, request)) as parts:
                     async for part in parts:
@@ -403,6 +467,10 @@ class AgentRun:
                         if event is not None:
                             emitted = True
                             yield event
+                            if self._output is not None:
+                                partial = self._partial_output(part)
+                                if partial is not None:
+                                    yield partial
                 if builder.finish is None:
                     raise ProviderProtocolError(
                         "the model stream ended without a finish part",
@@ -426,12 +494,115 @@ class AgentRun:
             except DriverError:
                 raise
 
+    def _request(self, step: int) -> ModelRequest:
+        agent, spec = self.agent, self._output
+        tools: Sequence[ToolDefinition] = self._tools
+        choice = agent.tool_choice_for_step(step)
+        if spec is not None and spec.mode == "tool":
+            tools = (*self._tools, spec.tool_definition())
+            if choice == "auto":
+                choice = "required"  # every step ends in a tool call: a real tool or final_result
+        return ModelRequest(
+            messages=tuple(self._history),
+            tools=tools,
+            tool_choice=choice,
+            instructions=agent.instructions,
+            settings=agent.model_settings,
+            output_schema=spec.schema if spec is not None and spec.mode != "tool" else None,
+            output_schema_name=spec.name if spec is not None else "output",
+        )
+
+    def _partial_output(self, part: ModelStreamPart) -> AgentEvent | None:
+        spec = self._output
+        assert spec is not None
+        fragment = None
+        if spec.mode == "tool":
+            if isinstance(part, ToolInputStart) and part.tool_name == FINAL_RESULT_TOOL:
+                self._partial_call, self._partial = part.id, PartialJSONParser()
+            elif isinstance(part, ToolInputDelta) and part.id == self._partial_call:
+                fragment = part.delta
+        elif isinstance(part, TextDelta):
+            if self._partial is None:
+                self._partial = PartialJSONParser()
+            fragment = part.delta
+        if fragment is None or self._partial is None:
+            return None
+        try:
+            self._partial.feed(fragment)
+        except ValueError:
+            self._partial = None  # not JSON after all; the final check reports it
+            return None
+        value = self._partial.value()
+        if spec.mode == "tool" and spec.wrapped:
+            value = value.get("result") if isinstance(value, dict) else None
+        if value is None or value == self._last_partial:
+            return None
+        self._last_partial = value
+        shown = to_jsonable_python(spec.validate_partial(value), fallback=str)
+        event: AgentEvent = self._ev(OutputPartial, partial=shown)
+        return event
+
+    def _settle_final_result(
+        self, calls: list[ToolCallPart], spec: OutputSpec, outcomes: dict[str, ToolOutcome]
+    ) -> tuple[Any, str]:
+        """Validate ``final_result`` calls; when one is valid the step's other calls are skipped, not run."""
+        accepted: Any = _NOTHING
+        error = ""
+        now = time.time()
+        for call in calls:
+            if call.tool_name != FINAL_RESULT_TOOL:
+                continue
+            try:
+                value = spec.from_tool_args(call.args)
+            except OutputValidationError as exc:
+                error = str(exc)
+                output, is_error = (
+                    f"Invalid final result: {exc}. Call {FINAL_RESULT_TOOL} again, fixed.",
+                    True,
+                )
+            else:
+                if accepted is _NOTHING:
+                    accepted = value
+                output, is_error = "Final result accepted.", False
+            outcomes[call.tool_call_id] = _settled(call, output, is_error, now)
+        if accepted is not _NOTHING:
+            for call in calls:
+                if call.tool_call_id not in outcomes:
+                    outcomes[call.tool_call_id] = _settled(
+                        call, "Not executed: the final result ended the run.", True, now
+                    )
+        return accepted, error
+
+    def _parse_text_output(self, text: str, spec: OutputSpec) -> tuple[Any, str]:
+        if spec.mode == "tool":
+            return (
+                _NOTHING,
+                f"no {FINAL_RESULT_TOOL} call: the answer must be given by calling {FINAL_RESULT_TOOL}",
+            )
+        try:
+            return spec.from_text(text), ""
+        except OutputValidationError as exc:
+            return _NOTHING, str(exc)
+
+    async def _record_outcome(self, store: Store, outcome: ToolOutcome) -> None:
+        await store.complete_tool_call(
+            self.session_id,
+            outcome.call.tool_call_id,
+            status=outcome.status,
+            output=outcome.full_output,
+            is_error=outcome.result.is_error,
+            started_at=outcome.started_at,
+            finished_at=outcome.finished_at,
+        )
+
     def _translate(self, part: ModelStreamPart, message_id: str) -> AgentEvent | None:
         match part:
             case TextStart():
                 return self._ev(TextStartEvent, id=f"{message_id}-{part.id}", message_id=message_id)
             case TextDelta():
-                return self._ev(TextDeltaEvent, id=f"{message_id}-{part.id}", delta=part.delta, message_id=message_id)
+                return self._ev(
+                    TextDeltaEvent, id=f"{message_id}-{part.id}", delta=part.delta, message_id=message_id
+                )
             case TextEnd():
                 return self._ev(TextEndEvent, id=f"{message_id}-{part.id}", message_id=message_id)
             case ReasoningStart():
@@ -484,11 +655,22 @@ class AgentRun:
         self,
         calls: list[ToolCallPart],
         args_errors: dict[str, str],
-        ctx: RunContext[Any],
+        step: int,
         store: Store,
         outcomes: dict[str, ToolOutcome],
     ) -> AsyncIterator[AgentEvent]:
         """Run the step's calls (concurrently unless one is sequential), streaming their events as they happen."""
+        ctx = RunContext(
+            deps=self.deps,
+            session_id=self.session_id,
+            user_session_id=self.user_session_id,
+            interaction_id=self.interaction_id,
+            parent_session_id=self.parent_session_id,
+            step=step,
+            messages=tuple(self._history),
+            agent_name=self.agent.name,
+            sink=self,
+        )
         queue: asyncio.Queue[Any] = asyncio.Queue()
         self._queue = queue
         running: dict[str, tuple[str, float]] = {}
@@ -510,15 +692,7 @@ class AgentRun:
                 call, ctx.for_call(call), args_error=args_errors.get(call.tool_call_id)
             )
             running.pop(call.tool_call_id, None)
-            await store.complete_tool_call(
-                self.session_id,
-                call.tool_call_id,
-                status=outcome.status,
-                output=outcome.full_output,
-                is_error=outcome.result.is_error,
-                started_at=outcome.started_at,
-                finished_at=outcome.finished_at,
-            )
+            await self._record_outcome(store, outcome)
             outcomes[call.tool_call_id] = outcome
             queue.put_nowait(_Done(outcome))
 
@@ -531,25 +705,23 @@ class AgentRun:
             except BaseException as exc:  # a store failure must not leave the loop waiting forever
                 queue.put_nowait(_Failed(exc))
 
-        sequential = any((t := self.agent.registry.get(c.tool_name)) is not None and t.sequential for c in calls)
+        sequential = any(
+            (t := self.agent.registry.get(c.tool_name)) is not None and t.sequential for c in calls
+        )
         batches = [calls] if sequential else [[c] for c in calls]
         tasks = [asyncio.create_task(guarded(batch)) for batch in batches]
         remaining = len(calls)
         interval = self.agent.heartbeat_interval
         try:
             while remaining:
-                try:
-                    item = queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    try:
-                        item = await asyncio.wait_for(queue.get(), interval) if interval else await queue.get()
-                    except TimeoutError:
-                        now = time.time()
-                        for call_id, (name, started) in list(running.items()):
-                            yield self._ev(
-                                ToolCallHeartbeat, tool_call_id=call_id, tool_name=name, elapsed=now - started
-                            )
-                        continue
+                item = await _next_item(queue, interval)
+                if item is _TICK:
+                    now = time.time()
+                    for call_id, (name, started) in list(running.items()):
+                        yield self._ev(
+                            ToolCallHeartbeat, tool_call_id=call_id, tool_name=name, elapsed=now - started
+                        )
+                    continue
                 if isinstance(item, _Done):
                     remaining -= 1
                     yield self._complete_event(item.outcome)
@@ -690,6 +862,51 @@ class AgentRun:
             logger.exception("could not record the last event seq for session %s", self.session_id)
         finally:
             await store.unlock_session(self.session_id, self.interaction_id)
+
+
+_NOTHING: Any = object()
+_TICK: Any = object()
+
+
+async def _next_item(queue: asyncio.Queue[Any], interval: float | None) -> Any:
+    """The next queued item, or ``_TICK`` when ``interval`` passed without one (time for heartbeats)."""
+    try:
+        return queue.get_nowait()
+    except asyncio.QueueEmpty:
+        pass
+    if not interval:
+        return await queue.get()
+    try:
+        return await asyncio.wait_for(queue.get(), interval)
+    except TimeoutError:
+        return _TICK
+
+
+def _settled(call: ToolCallPart, output: str, is_error: bool, now: float) -> ToolOutcome:
+    return ToolOutcome(
+        call=call,
+        result=ToolResultPart(
+            tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=output, is_error=is_error
+        ),
+        status="error" if is_error else "ok",
+        started_at=now,
+        finished_at=now,
+        full_output=output,
+    )
+
+
+def _retry_prompt(spec: OutputSpec, error: str) -> str:
+    if spec.mode == "tool":
+        return f"Your answer was not accepted: {error}. Call {FINAL_RESULT_TOOL} with the result."
+    return (
+        f"Your answer was not accepted: {error}. Reply again with only a JSON value matching the "
+        f"{spec.name} schema."
+    )
+
+
+def _raw_output(message: Message, spec: OutputSpec) -> str:
+    finals = [c.args_json for c in message.tool_calls if c.tool_name == FINAL_RESULT_TOOL]
+    return finals[-1] if finals else message.text
 
 
 def _backoff(attempt: int, retry_after: float | None) -> float:

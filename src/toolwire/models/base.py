@@ -363,34 +363,10 @@ class MessageBuilder:
                 self.response_id = part.response_id or self.response_id
                 if part.model:  # the model that actually answered (e.g. a dated snapshot name)
                     self.model = part.model
-            case TextStart():
-                self._open_slot("text", part.id, TextPart(text="", provider_metadata=part.provider_metadata))
-            case TextDelta():
-                self._delta("text", part.id, part.delta, lambda: TextPart(text=""))
-            case TextEnd():
-                self._close_text(part)
-            case ReasoningStart():
-                self._open_slot(
-                    "reasoning", part.id, ReasoningPart(text="", provider_metadata=part.provider_metadata)
-                )
-            case ReasoningDelta():
-                self._delta("reasoning", part.id, part.delta, lambda: ReasoningPart(text=""))
-            case ReasoningEnd():
-                self._close_reasoning(part)
-            case ToolInputStart():
-                self._open.setdefault(("tool", part.id), len(self._slots))
-                if self._open[("tool", part.id)] == len(self._slots):
-                    self._slots.append(None)
-            case ToolInputDelta():
-                pass
-            case ToolInputEnd():
-                if part.args_error is not None:
-                    self.args_errors[part.id] = part.args_error
-                index = self._open.pop(("tool", part.id), None)
-                if index is None:
-                    self._slots.append(part.to_part())
-                else:
-                    self._slots[index] = part.to_part()
+            case TextStart() | TextDelta() | TextEnd() | ReasoningStart() | ReasoningDelta() | ReasoningEnd():
+                self._add_text(part)
+            case ToolInputStart() | ToolInputDelta() | ToolInputEnd():
+                self._add_tool_input(part)
             case ToolResult():
                 self._slots.append(part.to_part())
             case File():
@@ -401,6 +377,39 @@ class MessageBuilder:
                 self.error = part.error
             case _:
                 assert_never(part)
+
+    def _add_text(
+        self, part: TextStart | TextDelta | TextEnd | ReasoningStart | ReasoningDelta | ReasoningEnd
+    ) -> None:
+        match part:
+            case TextStart():
+                self._open_slot("text", part.id, TextPart(text="", provider_metadata=part.provider_metadata))
+            case TextDelta():
+                self._delta("text", part.id, part.delta, lambda: TextPart(text=""))
+            case TextEnd():
+                self._close_text(part)
+            case ReasoningStart():
+                initial = ReasoningPart(text="", provider_metadata=part.provider_metadata)
+                self._open_slot("reasoning", part.id, initial)
+            case ReasoningDelta():
+                self._delta("reasoning", part.id, part.delta, lambda: ReasoningPart(text=""))
+            case ReasoningEnd():
+                self._close_reasoning(part)
+
+    def _add_tool_input(self, part: ToolInputStart | ToolInputDelta | ToolInputEnd) -> None:
+        key = ("tool", part.id)
+        if isinstance(part, ToolInputStart):
+            if key not in self._open:
+                self._open[key] = len(self._slots)
+                self._slots.append(None)  # keeps the call's place among the parts
+        elif isinstance(part, ToolInputEnd):
+            if part.args_error is not None:
+                self.args_errors[part.id] = part.args_error
+            index = self._open.pop(key, None)
+            if index is None:
+                self._slots.append(part.to_part())
+            else:
+                self._slots[index] = part.to_part()
 
     def _open_slot(self, kind: str, part_id: str, initial: Any) -> None:
         self._open[(kind, part_id)] = len(self._slots)

@@ -177,7 +177,9 @@ def repair_history(
         if message.role == "tool":
             continue  # consumed together with its assistant message below; orphans are dropped
         out.append(message)
-        calls = [c for c in message.tool_calls if not c.provider_executed] if message.role == "assistant" else []
+        calls = (
+            [c for c in message.tool_calls if not c.provider_executed] if message.role == "assistant" else []
+        )
         if not calls:
             continue
         found: dict[str, ToolResultPart] = {}

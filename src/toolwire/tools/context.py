@@ -63,7 +63,9 @@ class RunContext(Generic[DepsT]):
         """Show media (an image, audio, ...) by URL or inline bytes."""
         if isinstance(data, bytes):
             data = base64.b64encode(data).decode()
-        self.sink.tool_event("media", self.tool_call_id, {"content_type": content_type, "url": url, "data": data})
+        self.sink.tool_event(
+            "media", self.tool_call_id, {"content_type": content_type, "url": url, "data": data}
+        )
 
     def data(self, name: str, payload: Any) -> None:
         """A custom, application-defined event."""

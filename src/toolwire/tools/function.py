@@ -53,7 +53,9 @@ class Tool:
             reasons = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
             )
-            raise ToolArgumentsError(f"invalid arguments for {self.name}: {reasons}", tool_name=self.name) from exc
+            raise ToolArgumentsError(
+                f"invalid arguments for {self.name}: {reasons}", tool_name=self.name
+            ) from exc
         return {name: getattr(model, name) for name in type(model).model_fields}
 
     async def call(self, args: dict[str, Any], ctx: RunContext[Any]) -> Any:
