@@ -18,7 +18,7 @@ _PATH_TOKEN = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]|\[\"(
 
 
 def parse_json_path(path: str) -> list[PathToken] | None:
-    """``$.recipe.items[3].name`` -> ``["recipe", "items", 3, "name"]``; ``None`` when it is not a path we know."""
+    """``$.recipe.items[3].name`` -> ``["recipe", "items", 3, "name"]``; ``None`` for unknown shapes."""
     if not path.startswith("$"):
         return None
     tokens: list[PathToken] = []
@@ -206,7 +206,8 @@ class StreamedArgs:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# ``streamGenerateContent`` without ``alt=sse``: one JSON array, sent element by element (``[{...}\n,\r\n{...}]``)
+# ``streamGenerateContent`` without ``alt=sse``: one JSON array sent element by element,
+# ``[{...}\n,\r\n{...}\n]``
 
 _OUTSIDE = re.compile(r'[{}"]')
 _IN_STRING = re.compile(r'["\\]')

@@ -4,7 +4,8 @@ Choices, each checked against the recordings in ``shared/fixtures``:
 
 * Tool schemas go in ``parametersJsonSchema`` (plain JSON Schema), not ``parameters`` (an OpenAPI subset
   that rejects many JSON Schema keywords). pydantic-ai sends it on both the Gemini API (spelled
-  ``parameters_json_schema``; the API accepts either proto JSON spelling) and Vertex (``parametersJsonSchema``).
+  ``parameters_json_schema``; the API accepts either proto JSON spelling) and Vertex
+  (``parametersJsonSchema``).
 * Every function call and function response carries an ``id``: the server's when it sent one, else the one
   toolwire generated. The recordings show the API accepting client ids (pydantic-ai, llm-gemini).
 * The model turn is replayed part by part with each ``thoughtSignature`` on the part it arrived on, exactly as
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, assert_never
 
 from toolwire.errors import UnsupportedContentError
 from toolwire.messages import (
@@ -77,7 +78,11 @@ def _user_parts(message: Message) -> list[dict[str, Any]]:
             case ToolResultPart():
                 parts.append(_function_response(part))
             case ReasoningPart() | ToolCallPart():
-                raise UnsupportedContentError(f"a {part.type} part cannot be sent in a {message.role} message")
+                raise UnsupportedContentError(
+                    f"a {part.type} part cannot be sent in a {message.role} message"
+                )
+            case _:
+                assert_never(part)
     return parts
 
 
@@ -98,7 +103,7 @@ def _model_parts(message: Message, *, current_turn: bool) -> list[dict[str, Any]
     on the current turn its first function call gets the documented placeholder (Gemini 3 rejects an unsigned
     first call of a step), and its reasoning is dropped (Gemini cannot verify foreign reasoning; the
     recorded cross-provider request sends none). A Gemini message is replayed exactly as received, unsigned
-    calls included (Gemini 2.x never signs).
+    calls included (Gemini 2.0 never signs; 2.5 and 3 sign only the first call of a step).
     """
     own = message.provider == PROVIDER or (
         message.provider is None and any(PROVIDER in p.provider_metadata for p in message.parts)
@@ -128,6 +133,8 @@ def _model_parts(message: Message, *, current_turn: bool) -> list[dict[str, Any]
                     parts.append(_with_signature({"codeExecutionResult": part.output}, signature))
             case FilePart():
                 parts.append(_with_signature(_file(part), signature))
+            case _:
+                assert_never(part)
     return parts
 
 
@@ -147,6 +154,8 @@ def build_contents(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], l
                 role, parts = "user", _tool_results(message)
             case "assistant":
                 role, parts = "model", _model_parts(message, current_turn=index > last_user)
+            case _:
+                assert_never(message.role)
         if parts:
             contents.append({"role": role, "parts": parts})
     return contents, system
@@ -229,4 +238,3 @@ def build_body(
         else:
             body[key] = value
     return body, warnings
-

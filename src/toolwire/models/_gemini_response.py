@@ -42,7 +42,7 @@ from toolwire.models.base import (
 
 PROVIDER = "google"
 CODE_EXECUTION = "code_execution"
-"""Tool name given to Gemini's built-in code execution (``executableCode`` / ``codeExecutionResult`` parts)."""
+"""Tool name for Gemini's built-in code execution (``executableCode`` / ``codeExecutionResult`` parts)."""
 
 # https://ai.google.dev/api/generate-content#FinishReason
 _FINISH: dict[str, FinishReason] = {
@@ -62,7 +62,9 @@ _FINISH: dict[str, FinishReason] = {
     "MISSING_THOUGHT_SIGNATURE": "error",
 }
 # Status names Google uses for transient failures (https://cloud.google.com/apis/design/errors).
-RETRYABLE_STATUS = frozenset({"UNAVAILABLE", "INTERNAL", "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED", "ABORTED"})
+RETRYABLE_STATUS = frozenset(
+    {"UNAVAILABLE", "INTERNAL", "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED", "ABORTED"}
+)
 _RETRYABLE_CODES = frozenset({408, 429, 500, 502, 503, 504})
 
 
@@ -135,6 +137,7 @@ class ResponseReader:
         self._raw_finish: str | None = None
         self._usage: dict[str, Any] | None = None
         self._extra: dict[str, Any] = {}
+        self._blocked = False
         self.failed = False
 
     # -- chunks -----------------------------------------------------------------------------------------
@@ -156,7 +159,9 @@ class ResponseReader:
             self._usage = chunk["usageMetadata"]
         feedback = chunk.get("promptFeedback")
         if isinstance(feedback, dict) and feedback.get("blockReason"):
+            # The prompt itself was blocked: no candidates follow, whatever the reason's name.
             self._raw_finish = str(feedback["blockReason"])
+            self._blocked = True
             self._extra["promptFeedback"] = feedback
         candidates = chunk.get("candidates") or []
         if not candidates or not isinstance(candidates[0], dict):
@@ -179,7 +184,7 @@ class ResponseReader:
         out = self._close_all()
         if self._raw_finish is None:
             return self._fail(out, "the response ended without a finishReason", retryable=True)
-        reason = _FINISH.get(self._raw_finish, "other")
+        reason = "content-filter" if self._blocked else _FINISH.get(self._raw_finish, "other")
         if reason == "stop" and self._client_calls:
             reason = "tool-calls"  # Gemini says STOP after function calls; the loop needs to know to run them
         metadata = dict(self._extra)
@@ -195,7 +200,9 @@ class ResponseReader:
         )
         return out
 
-    def _fail(self, out: list[ModelStreamPart], message: str, *, retryable: bool = False) -> list[ModelStreamPart]:
+    def _fail(
+        self, out: list[ModelStreamPart], message: str, *, retryable: bool = False
+    ) -> list[ModelStreamPart]:
         self.failed = True
         error = ProviderProtocolError(message, provider=PROVIDER, model=self._model, retryable=retryable)
         out.append(StreamError(error=error))
@@ -212,7 +219,10 @@ class ResponseReader:
         if isinstance(part.get("inlineData"), dict):
             blob = part["inlineData"]
             # File stream parts carry no metadata, so a signature on an inline image cannot round-trip.
-            return [*self._close_all(), File(media_type=str(blob.get("mimeType", "")), data=str(blob.get("data", "")))]
+            return [
+                *self._close_all(),
+                File(media_type=str(blob.get("mimeType", "")), data=str(blob.get("data", ""))),
+            ]
         if isinstance(part.get("executableCode"), dict):
             return [*self._close_all(), *self._executable_code(part)]
         if isinstance(part.get("codeExecutionResult"), dict):
@@ -267,9 +277,12 @@ class ResponseReader:
 
     def _function_call(self, call: dict[str, Any], part: dict[str, Any]) -> list[ModelStreamPart]:
         name = call.get("name")
-        if not name:  # continuation of a streamed call: partialArgs, bare willContinue, or the `{}` terminator
+        if not name:
+            # Continuation of a streamed call: partialArgs, a bare willContinue, or the `{}` terminator.
             if self._call is None:
                 return []
+            if late := signature_metadata(part):  # not seen so far, but it would belong to this call
+                self._call.metadata = late
             out = self._partial_args(call.get("partialArgs"))
             if not call.get("willContinue"):
                 out.extend(self._close_call())
@@ -304,8 +317,8 @@ class ResponseReader:
                 continue
             raw_path = str(fragment.get("jsonPath", "$"))
             path = [] if raw_path == "$" else parse_json_path(raw_path)
-            if path is None:
-                path = [raw_path.removeprefix("$.")]  # an unfamiliar path shape: keep the value under its path
+            if path is None:  # an unfamiliar path shape: keep the value under the path text
+                path = [raw_path.removeprefix("$.")]
             if "stringValue" in fragment:
                 delta = call.args.add(
                     path,
@@ -341,7 +354,13 @@ class ResponseReader:
         out = self._delta(call, call.args.close())
         args, args_json = call.args.result()
         out.append(
-            ToolInputEnd(id=call.id, tool_name=call.name, args=args, args_json=args_json, provider_metadata=call.metadata)
+            ToolInputEnd(
+                id=call.id,
+                tool_name=call.name,
+                args=args,
+                args_json=args_json,
+                provider_metadata=call.metadata,
+            )
         )
         return out
 
@@ -355,9 +374,13 @@ class ResponseReader:
         accumulator = ToolArgsAccumulator()
         accumulator.add(text)
         return [
-            ToolInputStart(id=call_id, tool_name=CODE_EXECUTION, provider_metadata=metadata, provider_executed=True),
+            ToolInputStart(
+                id=call_id, tool_name=CODE_EXECUTION, provider_metadata=metadata, provider_executed=True
+            ),
             ToolInputDelta(id=call_id, delta=text),
-            accumulator.end(id=call_id, tool_name=CODE_EXECUTION, provider_metadata=metadata, provider_executed=True),
+            accumulator.end(
+                id=call_id, tool_name=CODE_EXECUTION, provider_metadata=metadata, provider_executed=True
+            ),
         ]
 
     def _code_result(self, part: dict[str, Any]) -> list[ModelStreamPart]:

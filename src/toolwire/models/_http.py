@@ -56,6 +56,8 @@ def error_details(body: Any) -> tuple[str | None, str | None]:
     if not isinstance(err, dict):
         return None, None
     code = err.get("code") or err.get("type") or err.get("status") or body.get("__type")
+    if isinstance(err.get("code"), int) and isinstance(err.get("status"), str):
+        code = err["status"]  # Google: numeric HTTP code in "code", the meaningful one in "status"
     message = err.get("message") or body.get("message") or body.get("Message")
     return (str(code) if code is not None else None), (str(message) if message is not None else None)
 

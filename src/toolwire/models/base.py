@@ -213,6 +213,7 @@ class File:
     media_type: str
     data: str
     """Base64 bytes."""
+    provider_metadata: ProviderMetadata = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -370,7 +371,11 @@ class MessageBuilder:
             case ToolResult():
                 self._slots.append(part.to_part())
             case File():
-                self._slots.append(FilePart(media_type=part.media_type, data=part.data))
+                self._slots.append(
+                    FilePart(
+                        media_type=part.media_type, data=part.data, provider_metadata=part.provider_metadata
+                    )
+                )
             case Finish():
                 self.finish = part
             case StreamError():

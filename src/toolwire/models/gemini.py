@@ -1,0 +1,179 @@
+"""Gemini API and Vertex AI adapter (``generateContent`` / ``streamGenerateContent``), over plain httpx.
+
+Wire translation lives in ``_gemini_request.py`` (request body), ``_gemini_response.py`` (chunks -> stream
+parts) and ``_gemini_args.py`` (Vertex streamed arguments, JSON-array stream). This module picks the
+endpoint, authenticates and reads the three response encodings:
+
+* ``:streamGenerateContent?alt=sse``: server-sent events, one ``GenerateContentResponse`` per ``data:`` frame;
+* ``:streamGenerateContent`` without ``alt=sse``: one JSON array whose elements arrive one by one;
+* ``:generateContent``: one JSON object (``stream=False``), read as a single chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from toolwire.errors import ConfigError, ProviderHTTPError, ProviderProtocolError
+from toolwire.models._gemini_args import JsonArrayReader
+from toolwire.models._gemini_request import build_body
+from toolwire.models._gemini_response import PROVIDER, ResponseReader
+from toolwire.models._http import make_client, open_stream
+from toolwire.models._sse import iter_sse
+from toolwire.models.base import Model, ModelRequest, ModelStreamPart, StreamError, StreamStart
+
+GEMINI_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
+
+
+class GeminiModel(Model):
+    """A Gemini model on the Gemini API (API key) or on Vertex AI (``vertex=True``, OAuth bearer token)."""
+
+    provider = PROVIDER
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        stream: bool = True,
+        vertex: bool = False,
+        project: str | None = None,
+        location: str | None = None,
+        access_token: str | None = None,
+        sse: bool = True,
+        stream_function_call_arguments: bool = False,
+    ) -> None:
+        """
+        Args:
+            model: e.g. ``"gemini-3-flash-preview"`` (a ``models/`` prefix is accepted).
+            api_key: Gemini API key (default ``GEMINI_API_KEY`` or ``GOOGLE_API_KEY``), sent as
+                ``x-goog-api-key``. On Vertex it selects express mode when no access token is given.
+            base_url: Everything before ``/models/<model>:<method>``.
+            stream: False calls ``:generateContent`` and converts the whole response to the same parts.
+            vertex: Use Vertex AI: ``project`` (default ``GOOGLE_CLOUD_PROJECT``), ``location`` (default
+                ``GOOGLE_CLOUD_LOCATION``, else ``global``) and ``access_token`` (default
+                ``GOOGLE_ACCESS_TOKEN``, e.g. from ``gcloud auth print-access-token``; toolwire does not
+                depend on the Google SDKs).
+            sse: Stream as server-sent events (``alt=sse``); False reads the streamed JSON array instead.
+            stream_function_call_arguments: Vertex only: ask for arguments as they are generated
+                (``partialArgs``), surfaced as ``tool-input-delta`` parts.
+        """
+        self.model_name = model.removeprefix("models/")
+        self._stream = stream
+        self._sse = sse
+        self._vertex = vertex
+        self._stream_arguments = stream_function_call_arguments
+        self._client, self._owns_client = make_client(http_client)
+        if vertex:
+            self._api_key = api_key or os.environ.get("GOOGLE_API_KEY")
+            self._access_token = access_token or os.environ.get("GOOGLE_ACCESS_TOKEN")
+            project = project or os.environ.get("GOOGLE_CLOUD_PROJECT")
+            location = location or os.environ.get("GOOGLE_CLOUD_LOCATION") or "global"
+            host = (
+                "aiplatform.googleapis.com"
+                if location == "global"
+                else f"{location}-aiplatform.googleapis.com"
+            )
+            if base_url is None and project:
+                base_url = f"https://{host}/v1beta1/projects/{project}/locations/{location}/publishers/google"
+            elif base_url is None and self._access_token is None:  # express mode (API key, no project)
+                base_url = "https://aiplatform.googleapis.com/v1beta1/publishers/google"
+        else:
+            self._api_key = api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
+            self._access_token = access_token
+            base_url = base_url or GEMINI_BASE_URL
+        self._base_url = base_url.rstrip("/") if base_url else None
+
+    def _endpoint(self) -> tuple[str, dict[str, str]]:
+        if self._base_url is None:
+            raise ConfigError("Vertex AI needs a project (project= or GOOGLE_CLOUD_PROJECT) or a base_url")
+        if self._stream:
+            method = "streamGenerateContent?alt=sse" if self._sse else "streamGenerateContent"
+        else:
+            method = "generateContent"
+        url = f"{self._base_url}/models/{self.model_name}:{method}"
+        if self._access_token:
+            return url, {"authorization": f"Bearer {self._access_token}"}
+        if self._api_key:
+            return url, {"x-goog-api-key": self._api_key}
+        if self._vertex:
+            raise ConfigError(
+                "Vertex AI needs access_token= (or GOOGLE_ACCESS_TOKEN) or an express-mode api_key"
+            )
+        raise ConfigError("no Gemini API key: pass api_key= or set GEMINI_API_KEY / GOOGLE_API_KEY")
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
+        body, warnings = build_body(request, vertex=self._vertex, stream_arguments=self._stream_arguments)
+        url, headers = self._endpoint()
+        yield StreamStart(warnings=tuple(warnings))
+        reader = ResponseReader(model=self.model_name)
+        try:
+            async with open_stream(
+                self._client,
+                "POST",
+                url,
+                provider=self.provider,
+                model=self.model_name,
+                json_body=body,
+                headers=headers,
+            ) as response:
+                async for chunk in self._chunks(response):
+                    for part in reader.feed(chunk):
+                        yield part
+                    if reader.failed:
+                        return
+        except ProviderHTTPError as exc:
+            _use_google_status(exc)
+            raise
+        except ProviderProtocolError as exc:  # undecodable body: reported in-stream like provider errors
+            yield StreamError(error=exc)
+            return
+        for part in reader.finish():
+            yield part
+
+    async def _chunks(self, response: httpx.Response) -> AsyncIterator[Any]:
+        try:
+            if "text/event-stream" in response.headers.get("content-type", ""):
+                async for event in iter_sse(response):
+                    if event.data.strip():
+                        yield json.loads(event.data)
+            elif not self._stream:
+                yield json.loads(await response.aread())
+            else:
+                array = JsonArrayReader()
+                async for text in response.aiter_text():
+                    for element in array.feed(text):
+                        yield element
+                if array.incomplete:
+                    raise ProviderProtocolError(
+                        "the response stream ended inside a JSON element",
+                        provider=self.provider,
+                        model=self.model_name,
+                        retryable=True,
+                    )
+        except ValueError as exc:
+            raise ProviderProtocolError(
+                f"undecodable response: {exc}", provider=self.provider, model=self.model_name
+            ) from exc
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()
+
+
+def _use_google_status(error: ProviderHTTPError) -> None:
+    """Google error bodies are ``{"error": {"code": 400, "message": ..., "status": "INVALID_ARGUMENT"}}``; the
+    shared parser takes the numeric ``code``, which repeats the HTTP status. The status name is the code."""
+    body = error.body[0] if isinstance(error.body, list) and error.body else error.body
+    details = body.get("error") if isinstance(body, dict) else None
+    if isinstance(details, dict) and isinstance(details.get("status"), str):
+        error.code = details["status"]
+
+
+__all__ = ["GeminiModel"]
