@@ -83,7 +83,7 @@ from toolwire.models.base import (
     ToolInputStart,
     ToolResult,
 )
-from toolwire.store.base import SessionInfo, StepRecord, Store, ToolCallRecord
+from toolwire.store.base import SessionInfo, StepRecord, Store, ToolCallRecord, lock_owner
 from toolwire.tools.context import RunContext
 from toolwire.tools.executor import ToolOutcome
 
@@ -191,6 +191,7 @@ class AgentRun:
         self._open_step: tuple[int, list[ToolCallPart], dict[str, ToolOutcome]] | None = None
         self._output: OutputSpec | None = agent.output_spec
         self._history: list[Message] = []
+        self._lock_owner = ""
         self._done = False
         self._status: InteractionStatus = "completed"
         self._output_value: Any = ""
@@ -249,7 +250,8 @@ class AgentRun:
             )
         )
         self._seq = self._persisted_seq = info.last_seq
-        await store.lock_session(self.session_id, self.interaction_id)
+        self._lock_owner = lock_owner(self.interaction_id)
+        await store.lock_session(self.session_id, self._lock_owner)
         error: BaseException | None = None
         try:
             self._history = await store.load_history(self.session_id)
@@ -307,6 +309,8 @@ class AgentRun:
     async def _step(self, step: int, store: Store) -> AsyncIterator[AgentEvent]:
         """One model step, its tools, its persistence, and the decision whether the run is done."""
         agent = self.agent
+        if step > 1:  # renew the session lock so a long run keeps it (same owner re-enters and extends)
+            await store.lock_session(self.session_id, self._lock_owner)
         yield self._ev(StepStart, step=step, provider=agent.model.provider, model=agent.model.model_name)
         builder = MessageBuilder(provider=agent.model.provider, model=agent.model.model_name)
         message_id = new_id("msg_")
@@ -861,7 +865,7 @@ class AgentRun:
         except Exception:
             logger.exception("could not record the last event seq for session %s", self.session_id)
         finally:
-            await store.unlock_session(self.session_id, self.interaction_id)
+            await store.unlock_session(self.session_id, self._lock_owner)
 
 
 _NOTHING: Any = object()

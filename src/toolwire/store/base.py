@@ -16,6 +16,8 @@ whose result never arrived (the process died) is marked *interrupted* and given 
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -157,6 +159,35 @@ class Store(ABC):
     async def unlock_session(self, session_id: str, owner: str) -> None: ...
 
     async def close(self) -> None: ...
+
+
+_HOST = socket.gethostname()
+
+
+def lock_owner(run_id: str) -> str:
+    """A lock owner naming this host and process, so a lock left by a killed process can be reclaimed."""
+    return f"{_HOST}/{os.getpid()}/{run_id}"
+
+
+def owner_is_dead(owner: str) -> bool:
+    """True when ``owner`` is a process on this host that no longer exists (it was killed mid-run).
+
+    Owners on other hosts are never judged dead here; their locks expire by TTL instead.
+    """
+    host, _, rest = owner.partition("/")
+    pid_text, _, _ = rest.partition("/")
+    if host != _HOST or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def repair_history(
@@ -330,7 +361,7 @@ class MemoryStore(Store):
     async def lock_session(self, session_id: str, owner: str, *, ttl: float = 600.0) -> None:
         now = time.time()
         holder = self._locks.get(session_id)
-        if holder is not None and holder[0] != owner and holder[1] > now:
+        if holder is not None and holder[0] != owner and holder[1] > now and not owner_is_dead(holder[0]):
             raise SessionBusyError(f"session {session_id} is busy with another run")
         self._locks[session_id] = (owner, now + ttl)
 
