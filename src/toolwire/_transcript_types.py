@@ -41,7 +41,7 @@ class TranscriptMessage:
     text: str = ""
     tool_calls: tuple[TranscriptToolCall, ...] = ()
     source_id: str = ""
-    """The stored/model message this bubble comes from (the events' ``message_id``); empty for ephemeral ones."""
+    """The stored/model message this bubble comes from (the events' ``message_id``); empty if ephemeral."""
     ephemeral: bool = False
     """True for system messages, errors and media that came only from the live stream (never in history)."""
     level: str | None = None
@@ -191,7 +191,8 @@ def notification_to_dict(notification: ToolNotification) -> dict[str, Any]:
 
 def sessions_to_dict(sessions: tuple[TranscriptSession, ...]) -> dict[str, dict[str, Any]]:
     return {
-        s.session_id: {"parent_session_id": s.parent_session_id, "children": list(s.children)} for s in sessions
+        s.session_id: {"parent_session_id": s.parent_session_id, "children": list(s.children)}
+        for s in sessions
     }
 
 
@@ -209,7 +210,12 @@ def change_to_dict(change: TranscriptChange) -> dict[str, Any]:
             return out
         case NotificationAdded() | NotificationUpdated():
             n = change.notification
-            return {"type": change.type, "session_id": n.session_id, "tool_call_id": n.tool_call_id, "status": n.status}
+            return {
+                "type": change.type,
+                "session_id": n.session_id,
+                "tool_call_id": n.tool_call_id,
+                "status": n.status,
+            }
         case NotificationRemoved():
             n = change.notification
             return {

@@ -199,6 +199,8 @@ class MediaEvent(Envelope):
     data: str | None = None
     """Base64 bytes when no URL is given."""
     tool_call_id: str | None = None
+    message_id: str = ""
+    """Set when the model itself produced the file (it is stored on that assistant message)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

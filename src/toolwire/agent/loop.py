@@ -650,7 +650,7 @@ class AgentRun:
                     provider_executed=True,
                 )
             case File():
-                return self._ev(MediaEvent, content_type=part.media_type, data=part.data)
+                return self._ev(MediaEvent, content_type=part.media_type, data=part.data, message_id=message_id)
             case StreamStart() | ResponseMetadata() | Finish() | StreamError():
                 return None
         return None

@@ -1,0 +1,426 @@
+"""The transcript rules, as private handlers shared by live events and history replay.
+
+:class:`~toolwire.transcript.Transcript` dispatches each event (or stored message) to these handlers;
+keeping one set of handlers for both is what makes a resumed transcript equal the live one. The rules
+are written down in docs/transcript.md.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from toolwire._transcript_state import MAX_DEPTH, CallState, Entry, Listener, SessionState, Source, first
+from toolwire._transcript_types import (
+    MessageAdded,
+    MessageUpdated,
+    NotificationAdded,
+    NotificationRemoved,
+    NotificationStatus,
+    NotificationUpdated,
+    RemovalReason,
+    ToolNotification,
+    TranscriptChange,
+    TranscriptRole,
+    TranscriptToolCall,
+)
+from toolwire.events import AgentEvent
+from toolwire.messages import FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+
+
+class Reducer:
+    """Transcript state and the handlers that change it: O(1) amortized per event; clean-ups walk live state only."""
+
+    def __init__(self, *, on_change: Listener | None = None) -> None:
+        self._entries: list[Entry] = []
+        self._by_id: dict[str, Entry] = {}
+        self._sessions: dict[str, SessionState] = {}
+        self._sources: dict[tuple[str, str], Source] = {}
+        self._calls: dict[tuple[str, str], CallState] = {}
+        self._notifications: dict[tuple[str, str], ToolNotification] = {}
+        self._pending: dict[str, list[tuple[int, TranscriptToolCall]]] = {}
+        self._user_ids: set[str] = set()
+        self._ordinal = 0
+        self._current_root: str | None = None
+        self._tree_version = 0
+        self._listeners: list[Listener] = [on_change] if on_change is not None else []
+        self._ops = 0
+
+    # -- sessions ------------------------------------------------------------------------------------
+
+    def _enter(self, event: AgentEvent) -> SessionState | None:
+        """Register the event's session; drop replays (seq not above the session's highest)."""
+        state = self._session(event.session_id, event.parent_session_id, event.user_session_id)
+        if event.seq > 0:
+            # One producer per session over one ordered channel: a seq at or below the highest seen is a
+            # replay (reconnect, duplicate delivery), never a late original, so dropping it loses nothing.
+            if event.seq <= state.high_seq:
+                return None
+            state.high_seq = event.seq
+        if state.id:
+            self._switch_root(state)
+        return state
+
+    def _session(self, session_id: str, parent: str | None, user_session_id: str) -> SessionState:
+        state = self._sessions.get(session_id)
+        if state is None:
+            if parent and parent != session_id and parent not in self._sessions:
+                self._sessions[parent] = SessionState(parent)  # parents first: the same order history gives
+            state = self._sessions[session_id] = SessionState(session_id)
+        if parent and state.parent is None and session_id and parent != session_id:
+            self._link(state, parent)
+        if user_session_id and not state.user_session_id:
+            state.user_session_id = user_session_id
+        return state
+
+    def _link(self, state: SessionState, parent: str) -> None:
+        ancestor: str | None = parent
+        for _ in range(MAX_DEPTH):  # refuse a link that would make a cycle
+            self._ops += 1
+            if ancestor is None:
+                break
+            if ancestor == state.id:
+                return
+            node = self._sessions.get(ancestor)
+            ancestor = node.parent if node is not None else None
+        parent_state = self._session(parent, None, "")
+        state.parent = parent
+        parent_state.children.append(state.id)
+        self._tree_version += 1
+
+    def _register_chain(self, session_id: str, parent_of: Mapping[str, str | None]) -> SessionState:
+        """Register a session and its ancestors top-down, so children appear in the order a stream shows."""
+        chain = [session_id]
+        for _ in range(MAX_DEPTH):
+            self._ops += 1
+            parent = parent_of.get(chain[-1])
+            if not parent or parent in chain:
+                break
+            chain.append(parent)
+        state = self._session(chain[-1], None, "")
+        for index in range(len(chain) - 2, -1, -1):
+            state = self._session(chain[index], chain[index + 1], "")
+        return state
+
+    def _root(self, state: SessionState) -> str:
+        if state.parent is None:
+            return state.id
+        if state.user_session_id:
+            return state.user_session_id
+        if state.root_version != self._tree_version:
+            node = state
+            for _ in range(MAX_DEPTH):
+                self._ops += 1
+                if node.parent is None or node.user_session_id:
+                    break
+                node = self._sessions[node.parent]
+            state.root = node.user_session_id or node.id
+            state.root_version = self._tree_version
+        return state.root
+
+    def _within(self, session_id: str, ancestor: str) -> bool:
+        node: str | None = session_id
+        for _ in range(MAX_DEPTH):
+            self._ops += 1
+            if node is None:
+                return False
+            if node == ancestor:
+                return True
+            state = self._sessions.get(node)
+            node = state.parent if state is not None else None
+        return False
+
+    def _switch_root(self, state: SessionState) -> None:
+        root = self._root(state)
+        if root == self._current_root:
+            return
+        old, self._current_root = self._current_root, root
+        if old is None or not self._pending:
+            return
+        # The view moved to another conversation: calls still waiting for a bubble of the old one
+        # would land on a stale bubble much later, so they are dropped.
+        for session_id in list(self._pending):
+            self._ops += 1
+            if self._root(self._sessions[session_id]) == old:
+                del self._pending[session_id]
+
+    # -- bubbles -------------------------------------------------------------------------------------
+
+    def _add(self, entry: Entry) -> None:
+        entry.index = len(self._entries)
+        self._entries.append(entry)
+        self._by_id.setdefault(entry.id, entry)
+        if self._listeners:
+            self._emit(MessageAdded(message_id=entry.id, index=entry.index, session_id=entry.session_id))
+
+    def _user_turn(self, state: SessionState, message: Message) -> None:
+        if message.parts:
+            message_id = message.id
+            if not message_id:
+                message_id = f"{state.id}:user:{state.user_count}"
+                state.user_count += 1
+            if message_id in self._user_ids:
+                return  # a replayed user turn (already shown, e.g. restored from history) changes nothing
+            self._user_ids.add(message_id)
+            self._add(
+                Entry(
+                    id=message_id, role="user", session_id=state.id, text=message.text, source_id=message_id
+                )
+            )
+            for index, part in enumerate(message.parts):
+                self._ops += 1
+                if isinstance(part, FilePart):
+                    entry = Entry(
+                        id=f"{message_id}:file:{index}",
+                        role="media",
+                        session_id=state.id,
+                        source_id=message_id,
+                    )
+                    entry.content_type, entry.url, entry.data = part.media_type, part.url, part.data
+                    self._add(entry)
+        state.last_segment = None
+        state.anon = None
+        # A top-level user turn means nothing can still run; a sub-agent's own user turn happens while
+        # the parent's delegating tool runs, so it only clears its own subtree.
+        self._clear_notifications("user-turn-start", state.id if state.parent is not None else None)
+
+    def _text(self, state: SessionState, source_id: str, role: TranscriptRole, delta: str) -> None:
+        if not delta:
+            return
+        if not source_id:
+            if state.anon is None:
+                state.anon = f"{state.id}.m{state.anon_count}"
+                state.anon_count += 1
+            source_id = state.anon
+        key = (state.id, source_id)
+        source = self._sources.get(key)
+        if source is None:
+            source = self._sources[key] = Source()
+        elif source.sealed:
+            return
+        entry = source.current
+        if entry is not None and entry.role == role:
+            entry.chunks.append(delta)
+            entry.snapshot = None
+            if self._listeners:
+                self._emit(
+                    MessageUpdated(
+                        message_id=entry.id, index=entry.index, session_id=state.id, text_delta=delta
+                    )
+                )
+            return
+        entry = Entry(
+            id=f"{source_id}:{source.count}", role=role, session_id=state.id, text=delta, source_id=source_id
+        )
+        source.count += 1
+        source.current = entry
+        self._add(entry)
+        state.last_segment = entry
+        waiting = self._pending.pop(state.id, None)
+        for ordinal, call in sorted(waiting or (), key=first):
+            self._ops += 1
+            self._insert_call(entry, ordinal, call)
+
+    def _note(
+        self,
+        state: SessionState,
+        role: TranscriptRole,
+        *,
+        text: str,
+        level: str | None,
+        tool_call_id: str | None,
+    ) -> Entry:
+        entry = Entry(id=f"{state.id}:{role}:{state.notes}", role=role, session_id=state.id, text=text)
+        state.notes += 1
+        entry.ephemeral = True
+        entry.level = level
+        entry.tool_call_id = tool_call_id
+        self._add(entry)
+        return entry
+
+    def _replay(self, state: SessionState, message: Message) -> None:
+        """One stored message through the same handlers the live events use."""
+        at = message.created_at
+        match message.role:
+            case "user":
+                self._user_turn(state, message)
+            case "assistant":
+                for part in message.parts:
+                    self._ops += 1
+                    match part:
+                        case TextPart():
+                            self._text(state, message.id, "assistant", part.text)
+                        case ReasoningPart():
+                            self._text(state, message.id, "reasoning", part.text)
+                        case ToolCallPart():
+                            self._selected(state, part.tool_call_id, part.tool_name, part.args, at)
+                            if not part.provider_executed:
+                                self._active(state, part.tool_call_id, part.tool_name, part.args, at)
+                        case ToolResultPart():
+                            self._complete(
+                                state, part.tool_call_id, part.tool_name, {}, part.output, part.is_error
+                            )
+                        case FilePart():
+                            pass  # live, model files are ephemeral media (MediaEvent has no message_id)
+                source = self._sources.setdefault((state.id, message.id), Source())
+                source.sealed = True
+            case "tool":
+                for result in message.tool_results:
+                    self._ops += 1
+                    self._complete(
+                        state, result.tool_call_id, result.tool_name, {}, result.output, result.is_error
+                    )
+            case "system":
+                entry = Entry(
+                    id=message.id, role="system", session_id=state.id, text=message.text, source_id=message.id
+                )
+                entry.level = "info"
+                self._add(entry)
+
+    # -- tool calls ----------------------------------------------------------------------------------
+
+    def _call(self, key: tuple[str, str]) -> CallState:
+        call = self._calls.get(key)
+        if call is None:
+            self._ordinal += 1
+            call = self._calls[key] = CallState(self._ordinal)
+        return call
+
+    def _selected(
+        self, state: SessionState, tool_call_id: str, tool_name: str, args: dict[str, Any] | None, at: float
+    ) -> None:
+        key = (state.id, tool_call_id)
+        call = self._call(key)
+        if call.done:
+            return  # a replayed or late selection of a finished call
+        call.tool_name = tool_name or call.tool_name
+        if args is not None:
+            call.args = args
+        if key not in self._notifications:
+            self._notify_add(
+                ToolNotification(
+                    session_id=state.id,
+                    tool_call_id=tool_call_id,
+                    tool_name=call.tool_name,
+                    status="preparing",
+                    started_at=at,
+                )
+            )
+
+    def _active(
+        self, state: SessionState, tool_call_id: str, tool_name: str, args: dict[str, Any], at: float
+    ) -> None:
+        key = (state.id, tool_call_id)
+        call = self._call(key)
+        if call.done:
+            return
+        call.tool_name = tool_name or call.tool_name
+        if call.args is None and args:
+            call.args = args
+        current = self._notifications.get(key)
+        if current is None:
+            self._notify_add(self._executing(state.id, tool_call_id, call.tool_name, at))
+        elif current.status != "executing":
+            self._notify_update(replace(current, status="executing", started_at=at, tool_name=call.tool_name))
+
+    def _heartbeat(self, state: SessionState, tool_call_id: str, tool_name: str, started_at: float) -> None:
+        key = (state.id, tool_call_id)
+        call = self._call(key)
+        if call.done or key in self._notifications:
+            return
+        # A heartbeat for a tool we never saw start (joined mid-run): it is running, so show it.
+        call.tool_name = tool_name or call.tool_name
+        self._notify_add(self._executing(state.id, tool_call_id, call.tool_name, started_at))
+
+    def _progress(self, state: SessionState, tool_call_id: str, fraction: float | None, text: str) -> None:
+        current = self._notifications.get((state.id, tool_call_id))
+        if current is not None:
+            progress = fraction if fraction is not None else current.progress
+            self._notify_update(
+                replace(current, progress=progress, progress_message=text or current.progress_message)
+            )
+
+    def _complete(
+        self,
+        state: SessionState,
+        tool_call_id: str,
+        tool_name: str,
+        args: dict[str, Any],
+        output: Any,
+        is_error: bool,
+    ) -> None:
+        key = (state.id, tool_call_id)
+        call = self._call(key)
+        if call.done:
+            return  # duplicate completion: attach once
+        call.done = True
+        notification = self._notifications.pop(key, None)
+        if notification is not None and self._listeners:
+            self._emit(NotificationRemoved(notification=notification, reason="complete"))
+        finished = TranscriptToolCall(
+            tool_call_id=tool_call_id,
+            tool_name=call.tool_name or tool_name,
+            args=call.args if call.args is not None else dict(args),
+            result=output,
+            is_error=is_error,
+        )
+        target = state.last_segment
+        if target is None:
+            # No assistant/reasoning bubble in this turn yet (tools before any text): the call waits
+            # for the session's next one.
+            self._pending.setdefault(state.id, []).append((call.ordinal, finished))
+        else:
+            self._insert_call(target, call.ordinal, finished)
+
+    def _insert_call(self, entry: Entry, ordinal: int, call: TranscriptToolCall) -> None:
+        position = bisect.bisect_right(entry.calls, ordinal, key=first)
+        self._ops += 1 + len(entry.calls) - position  # the shift; calls usually complete in order, so ~1
+        entry.calls.insert(position, (ordinal, call))
+        entry.snapshot = None
+        if self._listeners:
+            self._emit(
+                MessageUpdated(
+                    message_id=entry.id, index=entry.index, session_id=entry.session_id, tool_call=call
+                )
+            )
+
+    # -- notifications -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _executing(session_id: str, tool_call_id: str, tool_name: str, at: float) -> ToolNotification:
+        status: NotificationStatus = "executing"
+        return ToolNotification(
+            session_id=session_id,
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            status=status,
+            started_at=at,
+        )
+
+    def _notify_add(self, notification: ToolNotification) -> None:
+        self._notifications[notification.key] = notification
+        if self._listeners:
+            self._emit(NotificationAdded(notification=notification))
+
+    def _notify_update(self, notification: ToolNotification) -> None:
+        self._notifications[notification.key] = notification
+        if self._listeners:
+            self._emit(NotificationUpdated(notification=notification))
+
+    def _clear_notifications(self, reason: RemovalReason, subtree: str | None) -> None:
+        """Drop leftover notifications: all (``subtree=None``) or those of a session and its sub-sessions."""
+        if not self._notifications:
+            return
+        for key, notification in list(self._notifications.items()):
+            self._ops += 1
+            if subtree is None or self._within(notification.session_id, subtree):
+                del self._notifications[key]
+                if self._listeners:
+                    self._emit(NotificationRemoved(notification=notification, reason=reason))
+
+    def _emit(self, change: TranscriptChange) -> None:
+        for listener in list(self._listeners):
+            self._ops += 1
+            listener(change)
