@@ -44,7 +44,7 @@ async def test_sigkill_during_a_tool_run_leaves_a_repairable_history(tmp_path: P
     try:
         rows = await store.tool_calls("crash-session")
         assert [(r.tool_call_id, r.status) for r in rows] == [("call_42", "pending")]
-        history = await store.load_history("crash-session")
+        history = await store.load_history("crash-session", mark_interrupted=True)
         assert [m.role for m in history] == ["user", "assistant", "tool"]
         (result,) = history[2].tool_results
         assert (result.tool_call_id, result.output, result.is_error) == ("call_42", INTERRUPTED_OUTPUT, True)

@@ -254,7 +254,7 @@ class AgentRun:
         await store.lock_session(self.session_id, self._lock_owner)
         error: BaseException | None = None
         try:
-            self._history = await store.load_history(self.session_id)
+            self._history = await store.load_history(self.session_id, mark_interrupted=True)
             yield self._ev(
                 InteractionStart,
                 prompt=self.prompt,

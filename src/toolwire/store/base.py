@@ -144,12 +144,17 @@ class Store(ABC):
     async def mark_interrupted(self, session_id: str, tool_call_ids: Sequence[str]) -> None:
         """Set ``pending`` rows to ``interrupted`` (called by :meth:`load_history`)."""
 
-    async def load_history(self, session_id: str) -> list[Message]:
-        """The stored history, repaired so it is valid to send to any provider."""
+    async def load_history(self, session_id: str, *, mark_interrupted: bool = False) -> list[Message]:
+        """The stored history, repaired so it is valid to send to any provider.
+
+        Only the holder of the session lock (the loop, at the start of a run) may pass
+        ``mark_interrupted=True`` to record unfinished calls as interrupted: any other reader could be
+        looking at a live run whose tool is still executing.
+        """
         messages = await self.raw_messages(session_id)
         records = {r.tool_call_id: r for r in await self.tool_calls(session_id)}
         repaired, interrupted = repair_history(messages, records)
-        if interrupted:
+        if interrupted and mark_interrupted:
             await self.mark_interrupted(session_id, interrupted)
         return repaired
 
@@ -161,7 +166,17 @@ class Store(ABC):
     async def close(self) -> None: ...
 
 
-_HOST = socket.gethostname()
+def _host_identity() -> str:
+    # The boot id tells apart two machines that share a hostname (and one machine across reboots).
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()[:8]
+    except OSError:
+        boot = ""
+    return f"{socket.gethostname()}~{boot}" if boot else socket.gethostname()
+
+
+_HOST = _host_identity()
 
 
 def lock_owner(run_id: str) -> str:
@@ -187,7 +202,11 @@ def owner_is_dead(owner: str) -> bool:
         return True
     except PermissionError:
         return False
-    return False
+    try:  # a killed child not yet reaped by its parent is a zombie: dead for our purposes
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def repair_history(

@@ -1,0 +1,603 @@
+"""The SQL store: SQLAlchemy 2 Core (async) over SQLite (aiosqlite) or PostgreSQL (asyncpg), one schema.
+
+Concurrency model, the same on both engines:
+
+- Every write transaction first touches its session row (``UPDATE ... SET updated_at``). On PostgreSQL
+  that takes the row lock, so two writers of one session queue up there and each sees the other's
+  messages when it computes ``max(position) + 1``; writers of different sessions never wait for each
+  other. On SQLite every write transaction starts with ``BEGIN IMMEDIATE``, which takes the database
+  write lock up front (a deferred ``BEGIN`` that later upgrades fails at once with "database is
+  locked" instead of waiting ``busy_timeout``).
+- The ``(session_id, position)`` unique constraint is the last line of defence: a conflicting insert
+  rolls the whole transaction back and it is retried, so positions stay dense and unique.
+- Runs on one session are serialised across processes by :meth:`SQLStore.lock_session`, an atomic
+  conditional ``UPDATE`` of the session row's lock columns (clock: ``time.time()`` of the caller; a
+  lock whose owner names a dead process of this host is taken over without waiting for expiry).
+
+Every SQLAlchemy or driver error leaves this module as :class:`~toolwire.errors.StoreError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from pydantic_core import PydanticSerializationError
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from toolwire.errors import ConfigError, SessionBusyError, StoreError
+from toolwire.messages import (
+    Message,
+    Part,
+    ToolResultPart,
+    Usage,
+    UsageAdapter,
+    parts_from_jsonable,
+    parts_to_jsonable,
+)
+from toolwire.store import DEFAULT_URL
+from toolwire.store.base import (
+    INTERRUPTED_OUTPUT,
+    SessionInfo,
+    StepRecord,
+    Store,
+    ToolCallRecord,
+    ToolCallRowStatus,
+    owner_is_dead,
+)
+from toolwire.store.schema import messages, metadata, sessions, tool_calls
+
+T = TypeVar("T")
+
+_WRITE_OPTION = "toolwire_write"
+_SQLITE_BUSY_TIMEOUT_MS = 15_000
+_MAX_ATTEMPTS = 8
+# Any constant works; it only has to be the same in every process that creates the schema.
+_SCHEMA_LOCK_KEY = 0x746F6F6C77697265  # "toolwire"
+# PostgreSQL unique violation, serialization failure, deadlock: the transaction may simply be run again.
+_RETRYABLE_SQLSTATES = frozenset({"23505", "40001", "40P01"})
+_SQLITE_RETRYABLE_CODES = frozenset({1555, 2067})  # SQLITE_CONSTRAINT_PRIMARYKEY, SQLITE_CONSTRAINT_UNIQUE
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredStep:
+    """Per-step bookkeeping kept on the step's assistant message row."""
+
+    message_id: str
+    interaction_id: str | None
+    step: int
+    usage: Usage
+    finish_reason: str | None
+    started_at: float | None
+    finished_at: float | None
+
+
+class SQLStore(Store):
+    """The store hook over SQLite or PostgreSQL. Create it with :meth:`SQLStore.open`."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        # Connections of this engine mark their transactions as writes (BEGIN IMMEDIATE on SQLite).
+        self._writer = engine.execution_options(**{_WRITE_OPTION: True})
+        self._postgres = engine.dialect.name == "postgresql"
+
+    @classmethod
+    async def open(cls, url: str = DEFAULT_URL, **engine_options: Any) -> SQLStore:
+        """Connect and create the schema if it is missing (safe when several processes start at once).
+
+        ``engine_options`` go to :func:`~sqlalchemy.ext.asyncio.create_async_engine` (pool sizes,
+        ``connect_args``); the JSON serializer is always the store's own.
+        """
+        sa_url = _normalise_url(url)
+        shown = sa_url.render_as_string(hide_password=True)
+        options: dict[str, Any] = {**engine_options, "json_serializer": _dumps}
+        if sa_url.get_backend_name() == "postgresql":
+            options.setdefault("pool_pre_ping", True)  # replicas outlive database restarts
+        try:
+            engine = create_async_engine(sa_url, **options)
+        except (ArgumentError, ImportError, TypeError) as exc:
+            raise ConfigError(f"cannot open store {shown}: {exc}") from exc
+        try:
+            if engine.dialect.name == "sqlite":
+                _configure_sqlite(engine, sa_url)
+            store = cls(engine)
+            await store.create_schema()
+        except OSError as exc:
+            await engine.dispose()
+            raise StoreError(f"cannot open store {shown}: {exc}") from exc
+        except BaseException:
+            await engine.dispose()
+            raise
+        return store
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._engine
+
+    async def create_schema(self) -> None:
+        """Create missing tables and indexes; a no-op when they exist."""
+
+        async def op(conn: AsyncConnection) -> None:
+            if self._postgres:
+                # Concurrent CREATE TABLE IF NOT EXISTS can still collide on PostgreSQL's catalogs.
+                await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK_KEY)))
+            await conn.run_sync(metadata.create_all)
+
+        await self._write("create the schema", op)
+
+    async def close(self) -> None:
+        await self._engine.dispose()
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    async def ensure_session(self, info: SessionInfo) -> SessionInfo:
+        async def op(conn: AsyncConnection) -> SessionInfo:
+            values = {
+                "id": info.id,
+                "parent_session_id": info.parent_session_id,
+                "user_session_id": info.user_session_id,
+                "user_id": info.user_id,
+                "agent_name": info.agent_name,
+                "title": info.title,
+                "created_at": info.created_at,
+                "updated_at": info.updated_at,
+                "last_seq": info.last_seq,
+                "usage": _usage_to_json(info.usage),
+            }
+            await conn.execute(self._insert_ignoring(sessions, ["id"]).values(**values))
+            row = (await conn.execute(sa.select(sessions).where(sessions.c.id == info.id))).one()
+            return _session_from_row(row)
+
+        return await self._write("ensure a session", op)
+
+    async def get_session(self, session_id: str) -> SessionInfo | None:
+        async with self._reading("read a session") as conn:
+            row = (await conn.execute(sa.select(sessions).where(sessions.c.id == session_id))).first()
+        return None if row is None else _session_from_row(row)
+
+    async def list_sessions(self, *, user_id: str | None = None, limit: int = 100) -> list[SessionInfo]:
+        query = sa.select(sessions).order_by(sessions.c.updated_at.desc(), sessions.c.id).limit(limit)
+        if user_id is not None:
+            query = query.where(sessions.c.user_id == user_id)
+        async with self._reading("list sessions") as conn:
+            rows = (await conn.execute(query)).all()
+        return [_session_from_row(row) for row in rows]
+
+    # -- the hook ------------------------------------------------------------------------------
+
+    async def append_message(self, session_id: str, message: Message, *, interaction_id: str) -> None:
+        async def op(conn: AsyncConnection) -> None:
+            await _touch(conn, session_id)
+            await _insert_message(conn, session_id, message, interaction_id=interaction_id)
+
+        await self._write("append a message", op)
+
+    async def begin_step(self, record: StepRecord) -> None:
+        session_id = record.session_id
+        rows = [_tool_call_row(session_id, call) for call in record.tool_calls]
+
+        async def op(conn: AsyncConnection) -> None:
+            await _touch(conn, session_id)
+            step_columns = {
+                "step_usage": _usage_to_json(record.usage),
+                "finish_reason": record.finish_reason,
+                "step_started_at": record.started_at,
+                "step_finished_at": record.finished_at,
+            }
+            await _insert_message(
+                conn,
+                session_id,
+                record.message,
+                interaction_id=record.interaction_id,
+                step=record.step,
+                extra=step_columns,
+            )
+            if rows:
+                # Idempotent on (session_id, tool_call_id): a retried step records each call once.
+                await conn.execute(self._insert_ignoring(tool_calls, ["session_id", "tool_call_id"]), rows)
+
+        await self._write("begin a step", op)
+
+    async def complete_tool_call(
+        self,
+        session_id: str,
+        tool_call_id: str,
+        *,
+        status: ToolCallRowStatus,
+        output: Any,
+        is_error: bool,
+        started_at: float | None,
+        finished_at: float | None,
+    ) -> None:
+        statement = (
+            sa.update(tool_calls)
+            .where(tool_calls.c.session_id == session_id, tool_calls.c.tool_call_id == tool_call_id)
+            .values(
+                status=status,
+                output=output,
+                is_error=is_error,
+                started_at=started_at,
+                finished_at=finished_at,
+            )
+        )
+
+        async def op(conn: AsyncConnection) -> None:
+            await conn.execute(statement)
+
+        await self._write("complete a tool call", op)
+
+    async def finish_step(
+        self,
+        session_id: str,
+        *,
+        step: int,
+        interaction_id: str,
+        tool_message: Message | None,
+        usage: Usage,
+        last_seq: int,
+    ) -> None:
+        async def op(conn: AsyncConnection) -> None:
+            await _touch(conn, session_id, last_seq=last_seq)
+            if tool_message is not None and not await _insert_message(
+                conn, session_id, tool_message, interaction_id=interaction_id, step=step
+            ):
+                return  # this step was already finished (a retry after a lost commit acknowledgement)
+            # The session row is locked by _touch, so this read-modify-write cannot lose an update.
+            current = await conn.scalar(sa.select(sessions.c.usage).where(sessions.c.id == session_id))
+            total = _usage_from_json(current) + usage
+            await conn.execute(
+                sa.update(sessions).where(sessions.c.id == session_id).values(usage=_usage_to_json(total))
+            )
+
+        await self._write("finish a step", op)
+
+    async def raw_messages(self, session_id: str) -> list[Message]:
+        query = sa.select(messages).where(messages.c.session_id == session_id).order_by(messages.c.position)
+        async with self._reading("read messages") as conn:
+            rows = (await conn.execute(query)).all()
+        return [_message_from_row(row) for row in rows]
+
+    async def tool_calls(self, session_id: str) -> list[ToolCallRecord]:
+        query = sa.select(tool_calls).where(tool_calls.c.session_id == session_id).order_by(tool_calls.c.id)
+        async with self._reading("read tool calls") as conn:
+            rows = (await conn.execute(query)).all()
+        return [_tool_call_from_row(row) for row in rows]
+
+    async def mark_interrupted(self, session_id: str, tool_call_ids: Sequence[str]) -> None:
+        if not tool_call_ids:
+            return
+        statement = (
+            sa.update(tool_calls)
+            .where(
+                tool_calls.c.session_id == session_id,
+                tool_calls.c.tool_call_id.in_(list(tool_call_ids)),
+                tool_calls.c.status == "pending",
+            )
+            .values(status="interrupted", output=INTERRUPTED_OUTPUT, is_error=True)
+        )
+
+        async def op(conn: AsyncConnection) -> None:
+            await conn.execute(statement)
+
+        await self._write("mark tool calls interrupted", op)
+
+    async def steps(self, session_id: str) -> list[StoredStep]:
+        """Per-step usage, finish reason and model timings of the session, in history order."""
+        query = (
+            sa.select(messages)
+            .where(messages.c.session_id == session_id, messages.c.step_usage.is_not(None))
+            .order_by(messages.c.position)
+        )
+        async with self._reading("read steps") as conn:
+            rows = (await conn.execute(query)).all()
+        return [
+            StoredStep(
+                message_id=row.id,
+                interaction_id=row.interaction_id,
+                step=row.step,
+                usage=_usage_from_json(row.step_usage),
+                finish_reason=row.finish_reason,
+                started_at=row.step_started_at,
+                finished_at=row.step_finished_at,
+            )
+            for row in rows
+        ]
+
+    # -- run locks -----------------------------------------------------------------------------
+
+    async def lock_session(self, session_id: str, owner: str, *, ttl: float = 600.0) -> None:
+        """Claim the session for one run; raise :class:`SessionBusyError` if a live run of another owner holds it.
+
+        The claim succeeds when the lock is free, expired, already held by ``owner`` (which renews it),
+        or held by a process of this host that no longer exists (owners made by
+        :func:`~toolwire.store.base.lock_owner`): a killed run need not wait out ``ttl``.
+        """
+
+        async def op(conn: AsyncConnection) -> None:
+            now = time.time()
+            held = {"lock_owner": owner, "lock_expires_at": now + ttl}
+            claimable = sa.or_(
+                sessions.c.lock_owner.is_(None),
+                sessions.c.lock_owner == owner,
+                sessions.c.lock_expires_at <= now,
+            )
+            claim = sa.update(sessions).where(sessions.c.id == session_id, claimable).values(**held)
+            if (await conn.execute(claim)).rowcount == 1:
+                return
+            query = sa.select(sessions.c.lock_owner).where(sessions.c.id == session_id)
+            row = (await conn.execute(query)).first()
+            if row is None:
+                raise StoreError(f"unknown session {session_id!r}: call ensure_session first")
+            holder = row.lock_owner
+            if holder is None or owner_is_dead(holder):
+                # Freed meanwhile, or its holder was killed: claim it on condition that it is still so,
+                # so of two processes taking over only one wins.
+                same = sessions.c.lock_owner.is_(None) if holder is None else sessions.c.lock_owner == holder
+                take_over = sa.update(sessions).where(sessions.c.id == session_id, same).values(**held)
+                if (await conn.execute(take_over)).rowcount == 1:
+                    return
+            raise SessionBusyError(f"session {session_id} is busy with another run")
+
+        await self._write("lock a session", op)
+
+    async def unlock_session(self, session_id: str, owner: str) -> None:
+        statement = (
+            sa.update(sessions)
+            .where(sessions.c.id == session_id, sessions.c.lock_owner == owner)
+            .values(lock_owner=None, lock_expires_at=None)
+        )
+
+        async def op(conn: AsyncConnection) -> None:
+            await conn.execute(statement)
+
+        await self._write("unlock a session", op)
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _insert_ignoring(self, table: sa.Table, conflict_columns: list[str]) -> sa.Insert:
+        if self._postgres:
+            return postgresql.insert(table).on_conflict_do_nothing(index_elements=conflict_columns)
+        return sqlite.insert(table).on_conflict_do_nothing(index_elements=conflict_columns)
+
+    async def _write(self, what: str, op: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """Run ``op`` in one write transaction, retrying it when a concurrent writer won a race."""
+        for attempt in range(1, _MAX_ATTEMPTS + 1):
+            try:
+                async with self._writer.begin() as conn:
+                    return await op(conn)
+            except DBAPIError as exc:
+                if attempt == _MAX_ATTEMPTS or not _retryable(exc):
+                    raise StoreError(f"store failed to {what}: {_describe(exc)}") from exc
+            except (SQLAlchemyError, OSError) as exc:
+                raise StoreError(f"store failed to {what}: {_describe(exc)}") from exc
+            await asyncio.sleep(random.uniform(0, 0.005 * 2**attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @asynccontextmanager
+    async def _reading(self, what: str) -> AsyncIterator[AsyncConnection]:
+        try:
+            async with self._engine.connect() as conn:
+                yield conn
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(f"store failed to {what}: {_describe(exc)}") from exc
+
+
+# -- engine setup ------------------------------------------------------------------------------
+
+
+def _normalise_url(url: str) -> URL:
+    try:
+        sa_url = make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(f"not a database URL: {url!r}") from exc
+    match sa_url.drivername:
+        case "sqlite" | "sqlite+pysqlite":
+            return sa_url.set(drivername="sqlite+aiosqlite")
+        case "postgresql" | "postgres" | "postgresql+psycopg2":
+            return sa_url.set(drivername="postgresql+asyncpg")
+        case _:
+            return sa_url
+
+
+def _configure_sqlite(engine: AsyncEngine, url: URL) -> None:
+    database = url.database or ""
+    if database and database != ":memory:" and not database.startswith("file:"):
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+
+    @sa.event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take BEGIN away from the sqlite3 module (it never emits it before SELECT or DDL); _on_begin does it.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")  # first: the next pragmas may wait
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.execute("PRAGMA journal_mode = WAL")  # readers never block the writer, nor it them
+        cursor.close()
+
+    @sa.event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: sa.Connection) -> None:
+        write = conn.get_execution_options().get(_WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _retryable(exc: DBAPIError) -> bool:
+    """A lost race (unique violation), a serialization failure or a deadlock: running again can succeed."""
+    state = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+    if state is not None:
+        return state in _RETRYABLE_SQLSTATES
+    return getattr(exc.orig, "sqlite_errorcode", None) in _SQLITE_RETRYABLE_CODES
+
+
+def _describe(exc: BaseException) -> str:
+    # The driver's own message, without SQLAlchemy's rendering of the statement parameters (message content).
+    cause = getattr(exc, "orig", None) or exc
+    text = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+    return text[:300]
+
+
+# -- rows <-> canonical types ----------------------------------------------------------------
+
+
+def _dumps(value: Any) -> str:
+    """The JSON serializer of every JSON column: never fails, so a strange tool output cannot lose a step."""
+    try:
+        return json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        return json.dumps({"unserializable": _safe_repr(value)}, separators=(",", ":"))
+
+
+def _safe_repr(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception:
+        return f"<unrepresentable {type(value).__name__}>"
+
+
+def _parts_to_json(parts: Sequence[Part]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        try:
+            out.extend(parts_to_jsonable([part]))
+        except PydanticSerializationError as exc:
+            if not isinstance(part, ToolResultPart):
+                raise StoreError(f"cannot serialise a {part.type} part: {exc}") from exc
+            wrapped = {"unserializable": _safe_repr(part.output)}
+            out.extend(parts_to_jsonable([replace(part, output=wrapped)]))
+    return out
+
+
+def _usage_to_json(usage: Usage) -> dict[str, Any]:
+    data: dict[str, Any] = UsageAdapter.dump_python(usage, mode="json")
+    return data
+
+
+def _usage_from_json(data: Any) -> Usage:
+    return UsageAdapter.validate_python(data) if data else Usage()
+
+
+async def _touch(conn: AsyncConnection, session_id: str, *, last_seq: int | None = None) -> None:
+    """Bump ``updated_at`` (and ``last_seq``); on PostgreSQL its row lock serialises the session's writers."""
+    values: dict[str, Any] = {"updated_at": time.time()}
+    if last_seq is not None:
+        values["last_seq"] = sa.case((sessions.c.last_seq < last_seq, last_seq), else_=sessions.c.last_seq)
+    result = await conn.execute(sa.update(sessions).where(sessions.c.id == session_id).values(**values))
+    if result.rowcount != 1:
+        raise StoreError(f"unknown session {session_id!r}: call ensure_session first")
+
+
+async def _insert_message(
+    conn: AsyncConnection,
+    session_id: str,
+    message: Message,
+    *,
+    interaction_id: str,
+    step: int | None = None,
+    extra: dict[str, Any] | None = None,
+) -> bool:
+    """Insert at the session's next position; False when this message id is already stored there."""
+    if message.session_id not in (None, session_id):
+        raise StoreError(f"message {message.id} belongs to session {message.session_id}, not {session_id}")
+    owner = await conn.scalar(sa.select(messages.c.session_id).where(messages.c.id == message.id))
+    if owner is not None:
+        if owner != session_id:
+            raise StoreError(f"message id {message.id} is already stored in another session")
+        return False
+    position = await conn.scalar(
+        sa.select(sa.func.coalesce(sa.func.max(messages.c.position) + 1, 0)).where(
+            messages.c.session_id == session_id
+        )
+    )
+    await conn.execute(
+        sa.insert(messages).values(
+            id=message.id,
+            session_id=session_id,
+            position=position,
+            role=message.role,
+            parts=_parts_to_json(message.parts),
+            provider=message.provider,
+            model=message.model,
+            interaction_id=interaction_id,
+            step=step,
+            created_at=message.created_at,
+            **(extra or {}),
+        )
+    )
+    return True
+
+
+def _tool_call_row(session_id: str, call: ToolCallRecord) -> dict[str, Any]:
+    if call.session_id != session_id:
+        raise StoreError(f"call {call.tool_call_id} belongs to session {call.session_id}, not {session_id}")
+    return {
+        "session_id": session_id,
+        "tool_call_id": call.tool_call_id,
+        "message_id": call.message_id,
+        "step": call.step,
+        "tool_name": call.tool_name,
+        "args": call.args,
+        "status": call.status,
+        "output": call.output,
+        "is_error": call.is_error,
+        "started_at": call.started_at,
+        "finished_at": call.finished_at,
+        "provider": call.provider,
+        "model": call.model,
+        "interaction_id": call.interaction_id,
+    }
+
+
+def _session_from_row(row: sa.Row[Any]) -> SessionInfo:
+    return SessionInfo(
+        id=row.id,
+        parent_session_id=row.parent_session_id,
+        user_session_id=row.user_session_id,
+        user_id=row.user_id,
+        agent_name=row.agent_name,
+        title=row.title,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        last_seq=row.last_seq,
+        usage=_usage_from_json(row.usage),
+    )
+
+
+def _message_from_row(row: sa.Row[Any]) -> Message:
+    return Message(
+        role=row.role,
+        parts=parts_from_jsonable(row.parts),
+        id=row.id,
+        session_id=row.session_id,
+        created_at=row.created_at,
+        provider=row.provider,
+        model=row.model,
+    )
+
+
+def _tool_call_from_row(row: sa.Row[Any]) -> ToolCallRecord:
+    return ToolCallRecord(
+        session_id=row.session_id,
+        tool_call_id=row.tool_call_id,
+        tool_name=row.tool_name,
+        message_id=row.message_id,
+        step=row.step,
+        args=row.args,
+        status=row.status,
+        output=row.output,
+        is_error=row.is_error,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        provider=row.provider,
+        model=row.model,
+        interaction_id=row.interaction_id,
+    )
