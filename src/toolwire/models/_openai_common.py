@@ -71,7 +71,7 @@ def meta(**values: Any) -> ProviderMetadata:
 
 
 def error_event(payload: Any, *, model: str) -> StreamError:
-    """An error reported inside a 200 stream (``event: error`` frame, ``response.failed``, ``error`` chunk)."""
+    """An error inside a 200 stream (``event: error`` frame, ``response.failed``, ``error`` chunk)."""
     err = payload.get("error", payload) if isinstance(payload, dict) else payload
     if not isinstance(err, dict):
         err = {"message": str(err)}
@@ -105,6 +105,10 @@ def parse_json(data: str | bytes) -> Any:
         return json.loads(data)
     except ValueError:
         return None
+
+
+def compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def as_int(value: Any) -> int:
@@ -166,6 +170,7 @@ __all__ = [
     "Json",
     "as_dict",
     "as_int",
+    "compact_json",
     "error_event",
     "file_data_url",
     "finish_reason",

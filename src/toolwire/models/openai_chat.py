@@ -43,6 +43,7 @@ from toolwire.models._openai_common import (
     PROVIDER,
     Json,
     as_dict,
+    compact_json,
     error_event,
     file_data_url,
     finish_reason,
@@ -472,9 +473,14 @@ class _ChatParser:
         name = function.get("name") if isinstance(function.get("name"), str) else ""
         call_id = delta.get("id") if isinstance(delta.get("id"), str) else ""
         call = self._by_index.get(index)
-        # A name or a new id on an index already in use means a new call: some servers (Gemini's
-        # endpoint among them) reuse index 0 for every parallel call.
-        if call is None or call.closed or (call_id and call_id != call.id) or (name and call.name):
+        # A new id, or a name without an id, on an index already in use means a new call: some servers
+        # (Gemini's endpoint among them) reuse index 0 for every parallel call.
+        if (
+            call is None
+            or call.closed
+            or (call_id and call_id != call.id)
+            or (name and call.name and not call_id)
+        ):
             call = _Call(id=call_id or self._generated_id())
             self._calls.append(call)
             self._by_index[index] = call
@@ -485,7 +491,7 @@ class _ChatParser:
         arguments = function.get("arguments")
         fragment = arguments if isinstance(arguments, str) else ""
         if isinstance(arguments, dict):  # a few servers send an object instead of JSON text
-            fragment = _compact_json(arguments)
+            fragment = compact_json(arguments)
         if fragment:
             call.acc.add(fragment)
             call.pending.append(fragment)
@@ -503,9 +509,8 @@ class _ChatParser:
         out: list[ModelStreamPart] = []
         if not call.started:
             call.started = True
-            out.append(
-                ToolInputStart(id=call.id, tool_name=call.name, provider_metadata=meta(extra_content=call.extra))
-            )
+            metadata = meta(extra_content=call.extra)
+            out.append(ToolInputStart(id=call.id, tool_name=call.name, provider_metadata=metadata))
         out += [ToolInputDelta(id=call.id, delta=f) for f in call.pending]
         call.pending.clear()
         return out
@@ -543,17 +548,11 @@ class _ChatParser:
             )
         if open_calls:
             extra = None
-        out += self._close_text(extra)
-        if self._text is None and out and extra is not None and isinstance(out[-1], TextEnd):
+        if self._text is not None:
+            out += self._close_text(extra)
             extra = None
         out += self._close_reasoning(extra)
         return out
-
-
-def _compact_json(value: Any) -> str:
-    import json
-
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 __all__ = ["REASONING_FIELDS", "OpenAIChatModel", "to_wire_messages"]
