@@ -597,8 +597,19 @@ def test_per_call_extra_content_round_trips() -> None:
     assert body["messages"][1]["tool_calls"][0]["extra_content"] == signature
 
 
+def test_output_schema_is_strict_only_when_openai_strict_mode_accepts_it() -> None:
+    loose = {"type": "object", "properties": {"city": {"type": "string"}}}
+    body = _body(ModelRequest(messages=[Message.user("x")], output_schema=loose))
+    assert body["response_format"]["json_schema"]["strict"] is False
+
+
 def test_instructions_settings_and_output_schema() -> None:
-    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    }
     body = _body(
         ModelRequest(
             messages=[Message.system("Be brief."), Message.user("x")],

@@ -641,7 +641,7 @@ def test_tool_choice_and_settings() -> None:
         "none": "none",
         "lookup": {"type": "function", "name": "lookup"},
     }
-    schema = {"type": "object"}
+    schema = {"type": "object", "properties": {}, "additionalProperties": False}
     body, warnings = _body(
         ModelRequest(
             messages=[Message.user("x")],

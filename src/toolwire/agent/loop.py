@@ -343,7 +343,7 @@ class AgentRun:
                 accepted, output_error = self._settle_final_result(calls, spec, outcomes)
                 for settled in list(outcomes.values()):
                     await self._record_outcome(store, settled)
-                    yield self._complete_event(settled)
+                    yield self._complete_event(settled, executed=False)
             to_run = [c for c in calls if c.tool_call_id not in outcomes]
             if to_run:
                 async with aclosing(
@@ -650,7 +650,9 @@ class AgentRun:
                     provider_executed=True,
                 )
             case File():
-                return self._ev(MediaEvent, content_type=part.media_type, data=part.data, message_id=message_id)
+                return self._ev(
+                    MediaEvent, content_type=part.media_type, data=part.data, message_id=message_id
+                )
             case StreamStart() | ResponseMetadata() | Finish() | StreamError():
                 return None
         return None
@@ -744,17 +746,19 @@ class AgentRun:
                     task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _complete_event(self, outcome: ToolOutcome) -> AgentEvent:
-        self._executions.append(
-            ToolExecution(
-                call=outcome.call,
-                result=outcome.result,
-                status=outcome.status,
-                started_at=outcome.started_at,
-                finished_at=outcome.finished_at,
-                session_id=self.session_id,
+    def _complete_event(self, outcome: ToolOutcome, *, executed: bool = True) -> AgentEvent:
+        """The tool-call-complete event; executed calls are also recorded on the run result."""
+        if executed:
+            self._executions.append(
+                ToolExecution(
+                    call=outcome.call,
+                    result=outcome.result,
+                    status=outcome.status,
+                    started_at=outcome.started_at,
+                    finished_at=outcome.finished_at,
+                    session_id=self.session_id,
+                )
             )
-        )
         event: AgentEvent = self._ev(
             ToolCallComplete,
             tool_call_id=outcome.call.tool_call_id,

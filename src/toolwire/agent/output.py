@@ -118,7 +118,7 @@ def _resolve_mode(mode: OutputMode, model: Model) -> Literal["native", "tool", "
         return mode
     if not model.supports_tools:
         return "grammar"  # the embedded model: a JSON-schema grammar constrains generation
-    return "native" if getattr(model, "supports_native_output", False) else "tool"
+    return "native" if model.supports_native_output else "tool"
 
 
 def _jsonschema_validator(schema: dict[str, Any]) -> Callable[[Any], Any]:

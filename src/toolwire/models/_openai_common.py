@@ -183,3 +183,18 @@ __all__ = [
     "resolve_base_url",
     "usage_from",
 ]
+
+
+def strict_compatible(schema: Any) -> bool:
+    """Whether OpenAI's strict structured-output mode accepts this schema: every object closes its
+    properties (``additionalProperties: false``) and requires all of them. Anything else is sent with
+    ``strict: false`` rather than rejected by the server."""
+    if isinstance(schema, list):
+        return all(strict_compatible(s) for s in schema)
+    if not isinstance(schema, dict):
+        return True
+    if schema.get("type") == "object" or "properties" in schema:
+        props = schema.get("properties", {})
+        if schema.get("additionalProperties") is not False or set(schema.get("required", [])) != set(props):
+            return False
+    return all(strict_compatible(v) for k, v in schema.items() if k not in ("required", "enum", "const", "default"))

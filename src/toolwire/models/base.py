@@ -292,6 +292,8 @@ class Model(ABC):
     model_name: str = "unknown"
     supports_tools: bool = True
     """False for models driven by the ReAct driver (no native function calling)."""
+    supports_native_output: bool = False
+    """True when ``request.output_schema`` is enforced by the provider (JSON schema structured output)."""
 
     @abstractmethod
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:

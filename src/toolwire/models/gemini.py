@@ -33,6 +33,7 @@ class GeminiModel(Model):
     """A Gemini model on the Gemini API (API key) or on Vertex AI (``vertex=True``, OAuth bearer token)."""
 
     provider = PROVIDER
+    supports_native_output = True
 
     def __init__(
         self,

@@ -54,6 +54,7 @@ from toolwire.models._openai_common import (
     protocol_error,
     request_headers,
     resolve_base_url,
+    strict_compatible,
     usage_from,
 )
 from toolwire.models._sse import iter_sse
@@ -91,6 +92,7 @@ class OpenAIChatModel(Model):
     """
 
     provider = PROVIDER
+    supports_native_output = True
 
     def __init__(
         self,
@@ -172,7 +174,7 @@ class OpenAIChatModel(Model):
                 "json_schema": {
                     "name": request.output_schema_name,
                     "schema": request.output_schema,
-                    "strict": True,
+                    "strict": strict_compatible(request.output_schema),
                 },
             }
         body["stream"] = self.stream_enabled

@@ -57,6 +57,7 @@ from toolwire.models._openai_common import (
     protocol_error,
     request_headers,
     resolve_base_url,
+    strict_compatible,
     usage_from,
 )
 from toolwire.models._sse import iter_sse
@@ -96,6 +97,7 @@ class OpenAIResponsesModel(Model):
     """
 
     provider = PROVIDER
+    supports_native_output = True
 
     def __init__(
         self,
@@ -197,7 +199,7 @@ class OpenAIResponsesModel(Model):
                     "type": "json_schema",
                     "name": request.output_schema_name,
                     "schema": request.output_schema,
-                    "strict": True,
+                    "strict": strict_compatible(request.output_schema),
                 }
             }
         body["stream"] = self.stream_enabled
