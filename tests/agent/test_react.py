@@ -1,0 +1,585 @@
+"""ReActDriver: JSON decisions from a model without function calling, turned into canonical stream parts.
+
+The model is the scripted adapter emitting the text a real model would write; expected outputs are written
+by hand (inline, or tests/golden/react/ for the rendered prompt).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolwire.agent.agent import Agent
+from toolwire.agent.react import ReActDriver, _AnswerStreamer, decision_schema, extract_json
+from toolwire.errors import ConfigError, DecisionExtractionFailed, DecisionValidationFailed
+from toolwire.messages import (
+    FilePart,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+)
+from toolwire.models.base import (
+    Finish,
+    ModelRequest,
+    ModelStreamPart,
+    StreamStart,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolDefinition,
+    ToolInputDelta,
+    ToolInputEnd,
+    ToolInputStart,
+)
+from toolwire.models.scripted import ScriptedModel
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "react"
+
+STATUS = ToolDefinition(
+    name="get_transaction_status",
+    description="Look up a transaction.",
+    parameters={
+        "type": "object",
+        "properties": {"transaction_id": {"type": "string", "pattern": "^TXN_[0-9]+$"}},
+        "required": ["transaction_id"],
+        "additionalProperties": False,
+    },
+)
+POLICY = ToolDefinition(
+    name="get_refund_policy",
+    description="Refund rules.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "transaction_state": {"type": "string", "enum": ["settled", "pending"]},
+            "currency": {"type": "string"},
+        },
+        "required": ["transaction_state"],
+    },
+)
+TOOLS = (STATUS, POLICY)
+USAGE = Usage(input_tokens=10, output_tokens=5, requests=1)
+
+
+def text_turns(*texts: str) -> list[list[TextPart]]:
+    return [[TextPart(text=t)] for t in texts]
+
+
+async def run_step(
+    model: ScriptedModel,
+    *,
+    driver: ReActDriver | None = None,
+    tools: Sequence[ToolDefinition] = TOOLS,
+    tool_choice: str = "auto",
+    messages: Sequence[Message] = (Message.user("What's the status of TXN_1?"),),
+) -> list[ModelStreamPart]:
+    driver = driver or ReActDriver(examples=())
+    request = ModelRequest(messages=list(messages), tools=list(tools), tool_choice=tool_choice)
+    return [part async for part in driver.stream_step(model, request)]
+
+
+def kinds(parts: Sequence[ModelStreamPart]) -> list[str]:
+    return [p.type for p in parts]
+
+
+# -- decisions -----------------------------------------------------------------------------------
+
+
+async def test_tool_decision_becomes_tool_input_parts() -> None:
+    model = ScriptedModel(
+        text_turns('{"action": "get_transaction_status", "args": {"transaction_id": "TXN_1"}}'), chunk_size=7
+    )
+    parts = await run_step(model)
+    assert kinds(parts) == [
+        "stream-start",
+        "tool-input-start",
+        "tool-input-delta",
+        "tool-input-end",
+        "finish",
+    ]
+    start, delta, end, finish = parts[1:]
+    assert isinstance(start, ToolInputStart) and isinstance(delta, ToolInputDelta)
+    assert isinstance(end, ToolInputEnd) and isinstance(finish, Finish)
+    assert start.id.startswith("call_") and len(start.id) == len("call_") + 24
+    assert start.id == delta.id == end.id
+    assert start.tool_name == end.tool_name == "get_transaction_status"
+    assert end.args == {"transaction_id": "TXN_1"}
+    assert json.loads(delta.delta) == {"transaction_id": "TXN_1"} and end.args_json == delta.delta
+    assert end.args_error is None
+    assert finish.reason == "tool-calls" and finish.usage == USAGE
+
+
+async def test_each_call_gets_a_fresh_id() -> None:
+    decision = '{"action": "get_transaction_status", "args": {"transaction_id": "TXN_1"}}'
+    model = ScriptedModel(text_turns(decision, decision))
+    first = await run_step(model)
+    second = await run_step(model)
+    assert first[1].id != second[1].id  # type: ignore[union-attr]
+
+
+async def test_final_answer_is_streamed_while_generated() -> None:
+    answer = 'He said \\"hi\\" \\u00e9\\n\\ud83d\\ude00 done\\\\'
+    model = ScriptedModel(text_turns('{"action": "final_answer", "answer": "' + answer + '"}'), chunk_size=3)
+    parts = await run_step(model)
+    assert kinds(parts)[:2] == ["stream-start", "text-start"]
+    assert kinds(parts)[-2:] == ["text-end", "finish"]
+    deltas = [p.delta for p in parts if isinstance(p, TextDelta)]
+    assert len(deltas) > 5  # incremental, not one delta at the end
+    assert "".join(deltas) == 'He said "hi" é\n😀 done\\'
+    finish = parts[-1]
+    assert isinstance(finish, Finish) and finish.reason == "stop"
+
+
+async def test_final_answer_in_other_shape_is_emitted_at_the_end() -> None:
+    model = ScriptedModel(text_turns('Sure thing!\n```json\n{"final_answer": "It is settled."}\n```'))
+    parts = await run_step(model)
+    assert kinds(parts) == ["stream-start", "text-start", "text-delta", "text-end", "finish"]
+    assert isinstance(parts[2], TextDelta) and parts[2].delta == "It is settled."
+
+
+async def test_tool_decision_inside_code_fence_and_alias_keys() -> None:
+    model = ScriptedModel(
+        text_turns(
+            '```json\n{"tool": "get_refund_policy", "arguments": {"transaction_state": "pending"}}\n```'
+        )
+    )
+    parts = await run_step(model)
+    end = next(p for p in parts if isinstance(p, ToolInputEnd))
+    assert (end.tool_name, end.args) == ("get_refund_policy", {"transaction_state": "pending"})
+
+
+async def test_double_encoded_arguments() -> None:
+    model = ScriptedModel(
+        text_turns('{"action": "get_refund_policy", "args": "{\\"transaction_state\\": \\"settled\\"}"}')
+    )
+    parts = await run_step(model)
+    end = next(p for p in parts if isinstance(p, ToolInputEnd))
+    assert end.args == {"transaction_state": "settled"}
+    model = ScriptedModel(text_turns('{"action": "get_refund_policy", "args": "{broken"}'))
+    with pytest.raises(DecisionValidationFailed) as info:
+        await run_step(model, driver=ReActDriver(examples=(), max_retries=0))
+    assert "must be a JSON object" in info.value.message
+
+
+async def test_truncated_streamed_answer_stands() -> None:
+    model = ScriptedModel(text_turns('{"action": "final_answer", "answer": "It is sett'))
+    parts = await run_step(model)
+    assert "".join(p.delta for p in parts if isinstance(p, TextDelta)) == "It is sett"
+    assert kinds(parts)[-2:] == ["text-end", "finish"]
+    assert len(model.requests) == 1  # visible text is never retried
+
+
+# -- retries and typed errors ---------------------------------------------------------------------
+
+
+async def test_junk_then_retry_success_feeds_the_error_back() -> None:
+    junk = "I will look that up for you."
+    good = '{"action": "get_transaction_status", "args": {"transaction_id": "TXN_1"}}'
+    model = ScriptedModel(text_turns(junk, good))
+    parts = await run_step(model)
+    assert kinds(parts) == [
+        "stream-start",
+        "tool-input-start",
+        "tool-input-delta",
+        "tool-input-end",
+        "finish",
+    ]
+    finish = parts[-1]
+    assert isinstance(finish, Finish) and finish.usage == USAGE + USAGE
+    retry = model.requests[1].messages
+    assert [(m.role, m.text) for m in retry[-2:]] == [
+        ("assistant", junk),
+        ("user", "That reply was not valid: no JSON object found. Reply with one JSON object only."),
+    ]
+    assert [m.text for m in retry[:-2]] == [m.text for m in model.requests[0].messages]
+
+
+async def test_extraction_failure_after_retries() -> None:
+    model = ScriptedModel(text_turns("no", "still no", "never"))
+    with pytest.raises(DecisionExtractionFailed) as info:
+        await run_step(model, driver=ReActDriver(examples=(), max_retries=2))
+    assert info.value.attempts == 3 and info.value.raw_output == "never"
+    assert len(model.requests) == 3
+
+
+async def test_validation_failure_after_retries() -> None:
+    bad = '{"action": "delete_everything", "args": {}}'
+    model = ScriptedModel(text_turns(bad, bad))
+    with pytest.raises(DecisionValidationFailed) as info:
+        await run_step(model, driver=ReActDriver(examples=(), max_retries=1))
+    assert info.value.attempts == 2 and info.value.raw_output == bad
+    assert "unknown action 'delete_everything'" in info.value.message
+    assert "That reply was not valid: unknown action" in model.requests[1].messages[-1].text
+
+
+@pytest.mark.parametrize(
+    ("decision", "reason"),
+    [
+        ('{"action": "get_transaction_status", "args": {}}', "missing transaction_id"),
+        (
+            '{"action": "get_transaction_status", "args": {"transaction_id": 7}}',
+            "transaction_id must be a string",
+        ),
+        (
+            '{"action": "get_transaction_status", "args": {"transaction_id": "X_7"}}',
+            "must match ^TXN_[0-9]+$",
+        ),
+        (
+            '{"action": "get_transaction_status", "args": {"transaction_id": "TXN_7", "x": 1}}',
+            "unknown argument x",
+        ),
+        ('{"action": "get_refund_policy", "args": {"transaction_state": "lost"}}', "must be one of"),
+        ('{"action": "get_refund_policy", "args": [1]}', "must be a JSON object"),
+        ('{"action": "final_answer", "answer": 42}', '"answer" must be a string'),
+        ('{"thought": "hmm"}', "expected {"),
+    ],
+)
+async def test_invalid_decisions_are_rejected(decision: str, reason: str) -> None:
+    model = ScriptedModel(text_turns(decision))
+    with pytest.raises(DecisionValidationFailed) as info:
+        await run_step(model, driver=ReActDriver(examples=(), max_retries=0))
+    assert reason in info.value.message
+    assert info.value.attempts == 1
+
+
+def test_negative_retries_is_a_config_error() -> None:
+    with pytest.raises(ConfigError):
+        ReActDriver(max_retries=-1)
+
+
+# -- tool_choice ---------------------------------------------------------------------------------
+
+
+def option_actions(schema: dict[str, Any]) -> list[str]:
+    options = schema.get("anyOf", [schema])
+    return [o["properties"]["action"]["const"] for o in options]
+
+
+async def test_tool_choice_none_allows_only_the_answer() -> None:
+    model = ScriptedModel(
+        text_turns(
+            '{"action": "get_transaction_status", "args": {"transaction_id": "TXN_1"}}',
+            '{"action": "final_answer", "answer": "ok"}',
+        )
+    )
+    parts = await run_step(model, tool_choice="none")
+    request = model.requests[0].request
+    assert option_actions(request.output_schema or {}) == ["final_answer"]
+    assert request.instructions is not None and "Tools:" not in request.instructions
+    assert "unknown action 'get_transaction_status'" in model.requests[1].messages[-1].text
+    assert "".join(p.delta for p in parts if isinstance(p, TextDelta)) == "ok"
+
+
+async def test_tool_choice_required_allows_only_tools() -> None:
+    model = ScriptedModel(
+        text_turns(
+            '{"action": "final_answer", "answer": "I know"}',
+            '{"action": "get_refund_policy", "args": {"transaction_state": "settled"}}',
+        )
+    )
+    parts = await run_step(model, tool_choice="required")
+    assert option_actions(model.requests[0].request.output_schema or {}) == [
+        "get_transaction_status",
+        "get_refund_policy",
+    ]
+    assert "a tool call is required now" in model.requests[1].messages[-1].text
+    assert not any(isinstance(p, TextStart) for p in parts)  # the refused answer was never shown
+    assert kinds(parts)[-1] == "finish" and parts[-1].reason == "tool-calls"  # type: ignore[union-attr]
+
+
+async def test_tool_choice_by_name_allows_only_that_tool() -> None:
+    model = ScriptedModel(
+        text_turns(
+            '{"action": "get_transaction_status", "args": {"transaction_id": "TXN_1"}}',
+            '{"action": "get_refund_policy", "args": {"transaction_state": "settled"}}',
+        )
+    )
+    await run_step(model, tool_choice="get_refund_policy")
+    schema = model.requests[0].request.output_schema or {}
+    assert option_actions(schema) == ["get_refund_policy"]
+    assert schema["properties"]["args"] == POLICY.parameters
+    instructions = model.requests[0].request.instructions or ""
+    assert "get_transaction_status" not in instructions
+
+
+async def test_tool_choice_errors() -> None:
+    with pytest.raises(ConfigError):
+        await run_step(ScriptedModel([]), tool_choice="missing_tool")
+    with pytest.raises(ConfigError):
+        await run_step(ScriptedModel([]), tools=(), tool_choice="required")
+
+
+# -- schema and rendering --------------------------------------------------------------------------
+
+
+def test_decision_schema_shape() -> None:
+    schema = decision_schema(TOOLS, allow_final=True)
+    assert schema == {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {"action": {"const": "get_transaction_status"}, "args": STATUS.parameters},
+                "required": ["action", "args"],
+                "additionalProperties": False,
+            },
+            {
+                "type": "object",
+                "properties": {"action": {"const": "get_refund_policy"}, "args": POLICY.parameters},
+                "required": ["action", "args"],
+                "additionalProperties": False,
+            },
+            {
+                "type": "object",
+                "properties": {"action": {"const": "final_answer"}, "answer": {"type": "string"}},
+                "required": ["action", "answer"],
+                "additionalProperties": False,
+            },
+        ]
+    }
+
+
+def test_decision_schema_hoists_defs_per_tool() -> None:
+    address = {"type": "object", "properties": {"city": {"type": "string"}}}
+    tool = ToolDefinition(
+        name="ship",
+        parameters={
+            "type": "object",
+            "$defs": {"Address": address},
+            "properties": {"to": {"$ref": "#/$defs/Address"}},
+            "required": ["to"],
+        },
+    )
+    schema = decision_schema([tool], allow_final=False)
+    assert schema["$defs"] == {"ship__Address": address}
+    assert schema["properties"]["args"] == {
+        "type": "object",
+        "properties": {"to": {"$ref": "#/$defs/ship__Address"}},
+        "required": ["to"],
+    }
+
+
+def test_a_tool_named_final_answer_is_refused() -> None:
+    with pytest.raises(ConfigError):
+        decision_schema([ToolDefinition(name="final_answer")], allow_final=True)
+
+
+async def test_history_rendering_matches_golden() -> None:
+    history = [
+        Message.user("Is TXN_7 done?"),
+        Message(
+            role="assistant",
+            parts=(
+                ReasoningPart(text="private"),
+                ToolCallPart(
+                    tool_call_id="c1", tool_name="get_transaction_status", args={"transaction_id": "TXN_7"}
+                ),
+            ),
+        ),
+        Message(
+            role="tool",
+            parts=(
+                ToolResultPart(
+                    tool_call_id="c1",
+                    tool_name="get_transaction_status",
+                    output={"status": "settled", "amount": 5},
+                ),
+            ),
+        ),
+        Message(role="assistant", parts=(ReasoningPart(text="x"), TextPart(text="TXN_7 is settled."))),
+        Message.user("And TXN_8? And what is the policy?"),
+        Message(
+            role="assistant",
+            parts=(
+                TextPart(text="Let me check both."),
+                ToolCallPart(
+                    tool_call_id="c2", tool_name="get_transaction_status", args={"transaction_id": "TXN_8"}
+                ),
+                ToolCallPart(
+                    tool_call_id="c3", tool_name="get_refund_policy", args={"transaction_state": "settled"}
+                ),
+            ),
+        ),
+        Message(
+            role="tool",
+            parts=(
+                ToolResultPart(
+                    tool_call_id="c2",
+                    tool_name="get_transaction_status",
+                    output="no transaction TXN_8",
+                    is_error=True,
+                ),
+                ToolResultPart(
+                    tool_call_id="c3", tool_name="get_refund_policy", output="Refundable for 30 days."
+                ),
+            ),
+        ),
+        Message(
+            role="user",
+            parts=(
+                TextPart(text="Thanks. Here is the receipt:"),
+                FilePart(media_type="image/png", data="AAAA", filename="receipt.png"),
+            ),
+        ),
+    ]
+    model = ScriptedModel(text_turns('{"action": "final_answer", "answer": "done"}'))
+    request = ModelRequest(messages=history, tools=list(TOOLS), instructions="You are a payments help desk.")
+    driver = ReActDriver(examples=())
+    _ = [p async for p in driver.stream_step(model, request)]
+    sent = model.requests[0].request
+    golden = json.loads((GOLDEN / "history_rendering.json").read_text())
+    assert sent.instructions == golden["instructions"]
+    assert [[m.role, m.text] for m in sent.messages] == golden["messages"]
+    assert all(len(m.parts) == 1 and isinstance(m.parts[0], TextPart) for m in sent.messages)
+    assert not sent.tools and sent.output_schema == decision_schema(TOOLS, allow_final=True)
+
+
+async def test_examples_come_first_as_chat_turns() -> None:
+    example = (
+        Message.user("Weather in Oslo?"),
+        Message(
+            role="assistant",
+            parts=(ToolCallPart(tool_call_id="e", tool_name="get_weather", args={"city": "Oslo"}),),
+        ),
+        Message(
+            role="tool",
+            parts=(ToolResultPart(tool_call_id="e", tool_name="get_weather", output={"temp_c": 4}),),
+        ),
+        Message(role="assistant", parts=(TextPart(text="4 °C."),)),
+    )
+    model = ScriptedModel(text_turns('{"action": "final_answer", "answer": "ok"}'))
+    await run_step(model, driver=ReActDriver(examples=[example]))
+    assert [(m.role, m.text) for m in model.requests[0].messages] == [
+        ("user", "Weather in Oslo?"),
+        ("assistant", '{"action": "get_weather", "args": {"city": "Oslo"}}'),
+        ("user", 'Observation from get_weather: {"temp_c": 4}'),
+        ("assistant", '{"action": "final_answer", "answer": "4 °C."}'),
+        ("user", "What's the status of TXN_1?"),
+    ]
+
+
+def test_custom_format_instructions_replace_the_default() -> None:
+    driver = ReActDriver(instructions="Answer in JSON, please.")
+    prompt = driver.system_prompt(None, [STATUS], True)
+    assert prompt.endswith("Answer in JSON, please.") and "Reply with one JSON object" not in prompt
+
+
+def test_extract_json_skips_non_objects() -> None:
+    assert extract_json('[1, 2] then {"a": {"b": 1}} and {"c": 2}') == {"a": {"b": 1}}
+    assert extract_json("{not json} {}") == {}
+    assert extract_json("nothing") is None
+    assert extract_json('{"answer": "line\nbreak"}') == {"answer": "line\nbreak"}  # raw newline, as llama.cpp
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(), cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=12))
+def test_answer_streamer_decodes_any_chunking(text: str, cuts: list[int]) -> None:
+    for ensure_ascii in (True, False):
+        raw = '{"action": "final_answer", "answer": ' + json.dumps(text, ensure_ascii=ensure_ascii) + "}"
+        points = sorted({min(c, len(raw)) for c in cuts} | {0, len(raw)})
+        streamer = _AnswerStreamer("a")
+        out: list[ModelStreamPart] = []
+        for start, end in itertools.pairwise(points):
+            out += streamer.feed(raw[start:end])
+        assert streamer.started and streamer.closed
+        assert isinstance(out[0], TextStart)
+        assert "".join(p.delta for p in out if isinstance(p, TextDelta)) == text
+
+
+def test_answer_streamer_ignores_tool_decisions() -> None:
+    streamer = _AnswerStreamer("a")
+    for chunk in ['{"', 'action": "get', '_x", "args": {"answer": "no"}}']:
+        assert streamer.feed(chunk) == []
+    assert not streamer.started
+
+
+# -- with the agent loop ---------------------------------------------------------------------------
+
+
+def lookup(transaction_id: str) -> dict[str, str]:
+    """Look up a transaction.
+
+    Args:
+        transaction_id: The id.
+    """
+    return {"transaction_id": transaction_id, "status": "settled"}
+
+
+async def test_agent_runs_the_react_loop() -> None:
+    model = ScriptedModel(
+        text_turns(
+            '{"action": "lookup", "args": {"transaction_id": "TXN_9"}}',
+            '{"action": "final_answer", "answer": "TXN_9 is settled."}',
+        )
+    )
+    model.supports_tools = False
+    agent: Agent[None] = Agent(model, tools=[lookup])
+    assert isinstance(agent.driver, ReActDriver)
+    result = await agent.run("Status of TXN_9?")
+    assert result.output == "TXN_9 is settled."
+    assert [(e.call.tool_name, e.call.args, e.result.output) for e in result.tool_executions] == [
+        ("lookup", {"transaction_id": "TXN_9"}, {"transaction_id": "TXN_9", "status": "settled"})
+    ]
+    second = model.requests[1].messages
+    assert second[-1].text == 'Observation from lookup: {"transaction_id": "TXN_9", "status": "settled"}'
+    assert second[-2].text == '{"action": "lookup", "args": {"transaction_id": "TXN_9"}}'
+
+
+async def test_stream_start_is_sent_once_per_step() -> None:
+    model = ScriptedModel(text_turns("junk", '{"action": "final_answer", "answer": "x"}'))
+    parts = await run_step(model)
+    assert sum(isinstance(p, StreamStart) for p in parts) == 1
+    assert sum(isinstance(p, TextEnd) for p in parts) == 1
+
+
+def turn_with_lookup(call_id: str, question: str) -> list[Message]:
+    return [
+        Message.user(question),
+        Message(
+            role="assistant",
+            parts=(
+                ToolCallPart(
+                    tool_call_id=call_id, tool_name="get_transaction_status", args={"transaction_id": "TXN_1"}
+                ),
+            ),
+        ),
+        Message(
+            role="tool",
+            parts=(
+                ToolResultPart(tool_call_id=call_id, tool_name="get_transaction_status", output={"s": "ok"}),
+            ),
+        ),
+    ]
+
+
+async def test_repeating_an_answered_call_in_the_same_turn_is_refused() -> None:
+    repeat = '{"action": "get_transaction_status", "args": {"transaction_id": "TXN_1"}}'
+    model = ScriptedModel(text_turns(repeat, '{"action": "final_answer", "answer": "ok"}'))
+    parts = await run_step(model, messages=turn_with_lookup("c1", "Status of TXN_1?"))
+    assert "".join(p.delta for p in parts if isinstance(p, TextDelta)) == "ok"
+    assert (
+        "get_transaction_status was already called with these arguments"
+        in model.requests[1].messages[-1].text
+    )
+
+
+async def test_calls_of_earlier_turns_may_be_repeated() -> None:
+    repeat = '{"action": "get_transaction_status", "args": {"transaction_id": "TXN_1"}}'
+    history = [*turn_with_lookup("c1", "Status of TXN_1?"), Message.user("And now?")]
+    parts = await run_step(ScriptedModel(text_turns(repeat)), messages=history)
+    assert kinds(parts)[-1] == "finish" and parts[-1].reason == "tool-calls"  # type: ignore[union-attr]
+    # ... and so may any call when refusing is turned off (tools meant to be polled).
+    driver = ReActDriver(examples=(), refuse_repeats=False)
+    parts = await run_step(
+        ScriptedModel(text_turns(repeat)), driver=driver, messages=turn_with_lookup("c1", "Poll")
+    )
+    assert parts[-1].reason == "tool-calls"  # type: ignore[union-attr]

