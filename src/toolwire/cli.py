@@ -366,7 +366,8 @@ def render_history(history: Sequence[Message], out: Console) -> None:
         elif message.role == "system":
             out.print(f"[yellow]system:[/yellow] {escape(message.text)}")
         elif message.role == "assistant":
-            out.print(f"[bold]assistant:[/bold] {escape(message.text)}")
+            text = escape(message.text) if message.text else "[dim](tool calls)[/dim]"
+            out.print(f"[bold]assistant:[/bold] {text}")
             for call in message.tool_calls:
                 result = results.get(call.tool_call_id)
                 out.print(f"  [cyan]▶ {escape(call.tool_name)}[/cyan]({escape(_clip(call.args_json, 200))})")
