@@ -369,11 +369,11 @@ def render_history(history: Sequence[Message], out: Console) -> None:
             text = escape(message.text) if message.text else "[dim](tool calls)[/dim]"
             out.print(f"[bold]assistant:[/bold] {text}")
             for call in message.tool_calls:
-                result = results.get(call.tool_call_id)
+                found = results.get(call.tool_call_id)
                 out.print(f"  [cyan]▶ {escape(call.tool_name)}[/cyan]({escape(_clip(call.args_json, 200))})")
-                if result is not None:
-                    output = result.output_text()
-                    mark = "[red]✗[/red]" if result.is_error else "[green]✓[/green]"
+                if found is not None:
+                    output = found.output_text()
+                    mark = "[red]✗[/red]" if found.is_error else "[green]✓[/green]"
                     out.print(f"    {mark} {escape(_clip(output, 400))}")
 
 

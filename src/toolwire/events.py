@@ -292,7 +292,8 @@ EventAdapter: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
 
 def event_to_dict(event: AgentEvent) -> dict[str, Any]:
     """JSON-compatible dict of an event (the wire form of the native event stream)."""
-    return EventAdapter.dump_python(event, mode="json")
+    data: dict[str, Any] = EventAdapter.dump_python(event, mode="json")
+    return data
 
 
 def event_from_dict(data: dict[str, Any]) -> AgentEvent:

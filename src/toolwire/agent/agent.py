@@ -202,7 +202,7 @@ class Agent(Generic[DepsT]):
         """This agent as a tool of another agent: runs in a child session whose events are forwarded."""
         agent = self
 
-        async def delegate(ctx: RunContext[Any], task: str) -> str:
+        async def delegate(ctx: RunContext[Any], task: str) -> Any:
             child_session = f"{ctx.session_id}.{ctx.tool_call_id or 'sub'}"
             run = agent.stream(task, session_id=child_session, parent=ctx)
             async with aclosing(run.__aiter__()) as events:  # type: ignore[type-var]

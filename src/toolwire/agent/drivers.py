@@ -26,6 +26,7 @@ from toolwire.models.base import (
     ToolInputDelta,
     ToolInputEnd,
     ToolInputStart,
+    closing,
     parse_tool_args,
 )
 
@@ -43,42 +44,65 @@ class NativeToolDriver(Driver):
     step ends, then dropping it if it merely echoes a tool call's arguments (some providers leak them)."""
 
     async def stream_step(self, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
-        held: dict[str, list[ModelStreamPart]] = {}
-        held_text: dict[str, list[str]] = {}
-        undecided: set[str] = set()
-        calls: list[ToolInputEnd] = []
-        async for part in model.stream(request):
-            match part:
-                case TextStart():
-                    undecided.add(part.id)
-                    held[part.id] = [part]
-                    held_text[part.id] = []
-                    continue
-                case TextDelta() if part.id in undecided:
-                    held[part.id].append(part)
-                    held_text[part.id].append(part.delta)
-                    stripped = "".join(held_text[part.id]).lstrip()
-                    if stripped and not stripped.startswith(("{", "```")):
-                        undecided.discard(part.id)  # not JSON-looking: release now and stream live
-                        for held_part in held.pop(part.id):
-                            yield held_part
-                        held_text.pop(part.id)
-                    continue
-                case TextDelta() | TextEnd() if part.id in held:
-                    held[part.id].append(part)
-                    continue
-                case ToolInputEnd():
-                    calls.append(part)
-                case Finish():
-                    for part_id, parts in held.items():
-                        if not _is_echo("".join(held_text[part_id]), calls):
-                            for held_part in parts:
-                                yield held_part
-                    held.clear()
-            yield part
-        for parts in held.values():  # stream ended without finish: release what was held
-            for held_part in parts:
-                yield held_part
+        if request.output_schema is not None:  # the answer IS JSON: stream it live, never hold it
+            async with closing(model.stream(request)) as stream:
+                async for part in stream:
+                    yield part
+            return
+        echo = _EchoFilter()
+        async with closing(model.stream(request)) as stream:
+            async for part in stream:
+                for out in echo.process(part):
+                    yield out
+        for out in echo.flush():  # the stream ended without a finish part: release what was held
+            yield out
+
+
+class _EchoFilter:
+    """Holds JSON-looking text parts until the step's tool calls are known."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, list[ModelStreamPart]] = {}
+        self.held_text: dict[str, list[str]] = {}
+        self.undecided: set[str] = set()
+        self.calls: list[ToolInputEnd] = []
+
+    def process(self, part: ModelStreamPart) -> list[ModelStreamPart]:
+        match part:
+            case TextStart():
+                self.undecided.add(part.id)
+                self.held[part.id] = [part]
+                self.held_text[part.id] = []
+                return []
+            case TextDelta() if part.id in self.undecided:
+                self.held[part.id].append(part)
+                self.held_text[part.id].append(part.delta)
+                stripped = "".join(self.held_text[part.id]).lstrip()
+                if stripped and not stripped.startswith(("{", "```")):
+                    self.undecided.discard(part.id)  # not JSON-looking: release now and stream live
+                    self.held_text.pop(part.id)
+                    return self.held.pop(part.id)
+                return []
+            case TextDelta() | TextEnd() if part.id in self.held:
+                self.held[part.id].append(part)
+                return []
+            case ToolInputEnd():
+                self.calls.append(part)
+            case Finish():
+                out = [
+                    held_part
+                    for part_id, parts in self.held.items()
+                    if not _is_echo("".join(self.held_text[part_id]), self.calls)
+                    for held_part in parts
+                ]
+                self.held.clear()
+                return [*out, part]
+        return [part]
+
+    def flush(self) -> list[ModelStreamPart]:
+        out = [held_part for parts in self.held.values() for held_part in parts]
+        self.held.clear()
+        return out
 
 
 def _is_echo(text: str, calls: Sequence[ToolInputEnd]) -> bool:

@@ -13,10 +13,10 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic_core import to_jsonable_python
 
@@ -34,6 +34,7 @@ from toolwire.errors import (
 from toolwire.events import (
     AgentEvent,
     CustomDataEvent,
+    Envelope,
     ErrorEvent,
     InteractionEnd,
     InteractionStart,
@@ -82,6 +83,7 @@ from toolwire.models.base import (
     ToolInputEnd,
     ToolInputStart,
     ToolResult,
+    closing,
 )
 from toolwire.store.base import SessionInfo, StepRecord, Store, ToolCallRecord, lock_owner
 from toolwire.tools.context import RunContext
@@ -91,6 +93,7 @@ if TYPE_CHECKING:
     from toolwire.agent.agent import Agent
 
 logger = logging.getLogger("toolwire.agent")
+E = TypeVar("E", bound=Envelope)
 
 CANCELLED_OUTPUT = "Tool call cancelled: the run was stopped before the tool finished."
 _EVENT_KINDS: dict[str, type[Any]] = {
@@ -214,7 +217,7 @@ class AgentRun:
 
     # -- event helpers ---------------------------------------------------------------------------
 
-    def _ev(self, cls: type[Any], **fields: Any) -> Any:
+    def _ev(self, cls: type[E], **fields: Any) -> E:
         self._seq += 1
         return cls(
             session_id=self.session_id,
@@ -237,7 +240,7 @@ class AgentRun:
 
     # -- the loop ----------------------------------------------------------------------------------
 
-    async def _events(self) -> AsyncIterator[AgentEvent]:
+    async def _events(self) -> AsyncGenerator[AgentEvent, None]:
         agent = self.agent
         store = await agent.get_store()
         info = await store.ensure_session(
@@ -306,7 +309,7 @@ class AgentRun:
             finally:
                 await self._release(store)
 
-    async def _step(self, step: int, store: Store) -> AsyncIterator[AgentEvent]:
+    async def _step(self, step: int, store: Store) -> AsyncGenerator[AgentEvent, None]:
         """One model step, its tools, its persistence, and the decision whether the run is done."""
         agent = self.agent
         if step > 1:  # renew the session lock so a long run keeps it (same owner re-enters and extends)
@@ -392,7 +395,7 @@ class AgentRun:
 
     async def _decide(
         self, assistant: Message, calls: list[ToolCallPart], accepted: Any, output_error: str, store: Store
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Is the run done? Without an output type: when the model stopped calling tools. With one: when a
         valid object arrived; an invalid one is re-prompted at most ``output_retries`` times."""
         spec = self._output
@@ -454,7 +457,7 @@ class AgentRun:
 
     async def _model_step(
         self, request: ModelRequest, builder: MessageBuilder, message_id: str, step: int
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Stream one model step into events. Retries only while nothing was emitted."""
         agent = self.agent
         attempt = 0
@@ -462,7 +465,7 @@ class AgentRun:
             emitted = False
             self._partial, self._partial_call, self._last_partial = None, None, None
             try:
-                async with aclosing(agent.driver.stream_step(agent.model, request)) as parts:
+                async with closing(agent.driver.stream_step(agent.model, request)) as parts:
                     async for part in parts:
                         builder.add(part)
                         if isinstance(part, StreamError):
@@ -664,7 +667,7 @@ class AgentRun:
         step: int,
         store: Store,
         outcomes: dict[str, ToolOutcome],
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Run the step's calls (concurrently unless one is sequential), streaming their events as they happen."""
         ctx = RunContext(
             deps=self.deps,

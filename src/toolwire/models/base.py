@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypeAlias, assert_never
+from typing import Annotated, Any, Literal, TypeAlias, TypeVar, assert_never
 
 from pydantic import Field, TypeAdapter
 
@@ -26,6 +27,8 @@ from toolwire.messages import (
     ToolResultPart,
     Usage,
 )
+
+T = TypeVar("T")
 
 FinishReason: TypeAlias = Literal["stop", "length", "tool-calls", "content-filter", "error", "other"]
 ToolChoice: TypeAlias = str
@@ -499,6 +502,18 @@ async def collect(model: Model, request: ModelRequest) -> ModelResponse:
         response_id=builder.response_id,
         warnings=builder.warnings,
     )
+
+
+@asynccontextmanager
+async def closing(stream: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
+    """Like ``contextlib.aclosing`` for any async iterator: closes it (if it can be closed) on exit, so a
+    cancelled consumer stops the producer (and its HTTP response) at once."""
+    try:
+        yield stream
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 def parse_tool_args(args_json: str) -> tuple[dict[str, Any], str | None]:

@@ -236,12 +236,14 @@ def repair_history(
         tool_message: Message | None = None
         while i < len(messages) and messages[i].role == "tool":
             tool_message = tool_message or messages[i]
-            for result in messages[i].tool_results:
-                found.setdefault(result.tool_call_id, result)
+            for stored in messages[i].tool_results:
+                found.setdefault(stored.tool_call_id, stored)
             i += 1
         results: list[ToolResultPart] = []
         for call in calls:
-            result = found.get(call.tool_call_id) or _result_from_record(call, records.get(call.tool_call_id))
+            result: ToolResultPart | None = found.get(call.tool_call_id) or _result_from_record(
+                call, records.get(call.tool_call_id)
+            )
             if result is None:
                 interrupted.append(call.tool_call_id)
                 result = ToolResultPart(

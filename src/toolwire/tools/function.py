@@ -148,7 +148,7 @@ def function_tool(
         from pydantic import Field
 
         fields[param.name] = (annotation, Field(default, description=param_docs.get(param.name)))
-    args_model = create_model(  # type: ignore[call-overload]
+    args_model = create_model(
         f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
     )
     schema = args_model.model_json_schema()
@@ -198,10 +198,10 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
             if re.fullmatch(r"(Returns?|Raises|Yields|Examples?|Notes?):", stripped):
                 in_args = False
                 continue
-            match = re.match(r"(\w+)(?:\s*\([^)]*\))?:\s*(.*)", stripped)
-            if match and line.startswith((" ", "\t")) and len(line) - len(line.lstrip()) <= 8:
-                current = match.group(1)
-                params[current] = match.group(2).strip()
+            arg = re.match(r"(\w+)(?:\s*\([^)]*\))?:\s*(.*)", stripped)
+            if arg and line.startswith((" ", "\t")) and len(line) - len(line.lstrip()) <= 8:
+                current = arg.group(1)
+                params[current] = arg.group(2).strip()
             elif current and stripped:
                 params[current] = f"{params[current]} {stripped}".strip()
             continue
