@@ -45,6 +45,7 @@ class Agent(Generic[DepsT]):
         tool_timeout: float | None = None,
         heartbeat_interval: float | None = 1.0,
         retries: int = 2,
+        retry_delay: float = 0.5,
         max_tool_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
         model_settings: ModelSettings | None = None,
         user_id: str | None = None,
@@ -71,6 +72,8 @@ class Agent(Generic[DepsT]):
         self.tool_timeout = tool_timeout
         self.heartbeat_interval = heartbeat_interval
         self.retries = retries
+        self.retry_delay = retry_delay
+        """Base of the exponential backoff (seconds) between retries of a failed model request."""
         self.max_tool_output_chars = max_tool_output_chars
         self.model_settings = model_settings or ModelSettings()
         self.user_id = user_id

@@ -493,7 +493,7 @@ class AgentRun:
                             f"step {step} aborted after partial output: {exc}; nothing of it was stored"
                         ) from exc
                     raise
-                delay = _backoff(attempt, exc.retry_after)
+                delay = _backoff(attempt, exc.retry_after, agent.retry_delay)
                 logger.warning("model request failed (%s); retry %d in %.2fs", exc, attempt + 1, delay)
                 attempt += 1
                 builder.reset()
@@ -920,10 +920,11 @@ def _raw_output(message: Message, spec: OutputSpec) -> str:
     return finals[-1] if finals else message.text
 
 
-def _backoff(attempt: int, retry_after: float | None) -> float:
+def _backoff(attempt: int, retry_after: float | None, base_delay: float) -> float:
+    """Exponential backoff with jitter; the provider's ``Retry-After`` wins when it gave one."""
     if retry_after is not None:
         return min(retry_after, 60.0)
-    base: float = min(0.5 * (2**attempt), 8.0)
+    base: float = min(base_delay * (2**attempt), 8.0)
     return base * (0.5 + random.random())
 
 
