@@ -193,7 +193,7 @@ async def test_error_event_inside_a_200_stream_is_a_typed_error(tmp_path: Path) 
     failing = Behaviour(frames=[error_frame])
     async with FaultServer([failing]) as server:
         agent, store = await make_agent(server.base_url, tmp_path)
-        events, error = await run_collect(agent, "hi", "s")
+        _events, error = await run_collect(agent, "hi", "s")
         assert isinstance(error, ProviderProtocolError) and error.code == "tool_use_failed"
         assert len(server.requests) == 1  # not retryable: the provider said the request itself failed
         await assert_clean_history(store, "s", ["user"])
