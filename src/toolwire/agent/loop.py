@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic_core import to_jsonable_python
 
 from toolwire._partial_json import PartialJSONParser
+from toolwire._text import clean_part, clean_text
 from toolwire.agent.output import FINAL_RESULT_TOOL, OutputSpec, OutputValidationError
 from toolwire.errors import (
     DriverError,
@@ -264,7 +265,7 @@ class AgentRun:
                 agent_name=agent.name,
                 parent_tool_call_id=self.parent_tool_call_id,
             )
-            user = Message.user(self.prompt, session_id=self.session_id)
+            user = Message.user(clean_text(self.prompt), session_id=self.session_id)
             await self._append(store, user)
             yield self._ev(UserTurnStart, message=user)
             step = 0
@@ -324,7 +325,7 @@ class AgentRun:
         assert finish is not None  # _model_step raises otherwise
         assistant = Message(
             role="assistant",
-            parts=builder.parts(),
+            parts=tuple(clean_part(p) for p in builder.parts()),
             id=message_id,
             session_id=self.session_id,
             provider=builder.provider,
@@ -616,7 +617,10 @@ class AgentRun:
                 return self._ev(ReasoningStartEvent, id=f"{message_id}-{part.id}", message_id=message_id)
             case ReasoningDelta():
                 return self._ev(
-                    ReasoningDeltaEvent, id=f"{message_id}-{part.id}", delta=part.delta, message_id=message_id
+                    ReasoningDeltaEvent,
+                    id=f"{message_id}-{part.id}",
+                    delta=clean_text(part.delta),
+                    message_id=message_id,
                 )
             case ReasoningEnd():
                 return self._ev(ReasoningEndEvent, id=f"{message_id}-{part.id}", message_id=message_id)
@@ -630,7 +634,7 @@ class AgentRun:
                     provider_metadata=part.provider_metadata,
                 )
             case ToolInputDelta():
-                return self._ev(ToolInputDeltaEvent, tool_call_id=part.id, delta=part.delta)
+                return self._ev(ToolInputDeltaEvent, tool_call_id=part.id, delta=clean_text(part.delta))
             case ToolInputEnd():
                 return self._ev(
                     ToolInputAvailableEvent,

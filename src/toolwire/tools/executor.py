@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from toolwire._text import clean_json, clean_text
 from toolwire.errors import (
     ConfigError,
     ToolArgumentsError,
@@ -150,7 +151,9 @@ class ToolExecutor:
         try:
             tool = self.registry.get(call.tool_name)
             if tool is None or (self.allowed is not None and call.tool_name not in self.allowed):
-                available = ", ".join(sorted(self.allowed if self.allowed is not None else self.registry.names))
+                available = ", ".join(
+                    sorted(self.allowed if self.allowed is not None else self.registry.names)
+                )
                 raise ToolNotFoundError(
                     f"unknown tool {call.tool_name!r}; available tools: {available or 'none'}",
                     tool_name=call.tool_name,
@@ -171,7 +174,10 @@ class ToolExecutor:
             exc.tool_call_id = exc.tool_call_id or call.tool_call_id
             status: ToolCallStatus = "blocked" if isinstance(exc, ToolBlockedError) else "error"
             result = ToolResultPart(
-                tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=exc.message, is_error=True
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                output=clean_text(exc.message),
+                is_error=True,
             )
             return ToolOutcome(
                 call=call,
@@ -179,7 +185,7 @@ class ToolExecutor:
                 status=status,
                 started_at=started,
                 finished_at=time.time(),
-                full_output=exc.message,
+                full_output=clean_text(exc.message),
                 error=exc,
             )
         full, is_error = _jsonable(output)
@@ -215,7 +221,9 @@ class ToolExecutor:
                 )
         return call
 
-    async def _after(self, call: ToolCallPart, result: ToolResultPart, ctx: RunContext[Any]) -> ToolResultPart:
+    async def _after(
+        self, call: ToolCallPart, result: ToolResultPart, ctx: RunContext[Any]
+    ) -> ToolResultPart:
         for interceptor in self.interceptors:
             replacement = await interceptor.after_call(call, result, ctx)
             if replacement is not None:
@@ -223,16 +231,21 @@ class ToolExecutor:
         return result
 
     async def _run(
-        self, tool: Tool, kwargs: dict[str, Any], ctx: RunContext[Any], timeout: float | None, call: ToolCallPart
+        self,
+        tool: Tool,
+        kwargs: dict[str, Any],
+        ctx: RunContext[Any],
+        limit: float | None,
+        call: ToolCallPart,
     ) -> Any:
         try:
-            if timeout is None:
+            if limit is None:
                 return await tool.call(kwargs, ctx)
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(limit):
                 return await tool.call(kwargs, ctx)
         except TimeoutError as exc:
             raise ToolTimeoutError(
-                f"{tool.name} timed out after {timeout:g}s and was cancelled",
+                f"{tool.name} timed out after {limit:g}s and was cancelled",
                 tool_name=tool.name,
                 tool_call_id=call.tool_call_id,
             ) from exc
@@ -263,10 +276,12 @@ class ToolExecutor:
 
 def _jsonable(value: Any) -> tuple[Any, bool]:
     """A JSON-compatible copy of a tool's return value, or an error payload that keeps its repr."""
-    if value is None or isinstance(value, str | int | float | bool):
+    if isinstance(value, str):
+        return clean_text(value), False
+    if value is None or isinstance(value, int | float | bool):
         return value, False
     try:
-        converted = to_jsonable_python(value)
+        converted = clean_json(to_jsonable_python(value))
         json.dumps(converted)
         return converted, False
     except (TypeError, ValueError) as exc:
