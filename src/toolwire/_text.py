@@ -38,19 +38,19 @@ def clean_json(value: Any) -> Any:
 def clean_part(part: P) -> P:
     if isinstance(part, TextPart):
         text = clean_text(part.text)
-        return part if text is part.text else replace(part, text=text)  # type: ignore[return-value]
+        return part if text is part.text else replace(part, text=text)
     if isinstance(part, ReasoningPart):
         text = clean_text(part.text)
-        return part if text is part.text else replace(part, text=text)  # type: ignore[return-value]
+        return part if text is part.text else replace(part, text=text)
     if isinstance(part, ToolCallPart):
         args_json = clean_text(part.args_json)
         if args_json is part.args_json and part.tool_name.isascii():
-            return part if _clean_already(part.args) else replace(part, args=clean_json(part.args))  # type: ignore[return-value]
-        return replace(  # type: ignore[return-value]
+            return part if _clean_already(part.args) else replace(part, args=clean_json(part.args))
+        return replace(
             part, tool_name=clean_text(part.tool_name), args=clean_json(part.args), args_json=args_json
         )
     if isinstance(part, ToolResultPart):
-        return replace(part, output=clean_json(part.output))  # type: ignore[return-value]
+        return replace(part, output=clean_json(part.output))
     return part
 
 
