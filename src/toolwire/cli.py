@@ -379,7 +379,7 @@ def render_history(history: Sequence[Message], out: Console) -> None:
 
 async def _cmd_serve(args: argparse.Namespace) -> int:
     try:
-        from toolwire.server.app import serve
+        serve = importlib.import_module("toolwire.server.app").serve
     except ImportError as exc:
         raise ToolwireError(
             f"the server needs the 'server' extra: pip install 'toolwire[server]' ({exc})"
