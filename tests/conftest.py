@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# CI explores a fixed sequence of examples (a landing must not depend on luck); developers' runs explore
+# new random examples each time and keep failures in .hypothesis/ for replay.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 _ALLOWED_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 _real_connect = socket.socket.connect

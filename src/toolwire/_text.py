@@ -4,6 +4,7 @@ canonical history: model output, tool output, user prompts."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -43,12 +44,16 @@ def clean_part(part: P) -> P:
         text = clean_text(part.text)
         return part if text is part.text else replace(part, text=text)
     if isinstance(part, ToolCallPart):
-        args_json = clean_text(part.args_json)
-        if args_json is part.args_json and part.tool_name.isascii():
-            return part if _clean_already(part.args) else replace(part, args=clean_json(part.args))
-        return replace(
-            part, tool_name=clean_text(part.tool_name), args=clean_json(part.args), args_json=args_json
-        )
+        name = clean_text(part.tool_name)
+        if _clean_already(part.args):
+            args_json = clean_text(part.args_json)
+            if name is part.tool_name and args_json is part.args_json:
+                return part
+            return replace(part, tool_name=name, args_json=args_json)
+        # The raw text escapes a lone surrogate (e.g. "\ud800"): adapters that re-parse it would bring it
+        # back, so the raw text is rebuilt from the cleaned arguments.
+        args = clean_json(part.args)
+        return replace(part, tool_name=name, args=args, args_json=json.dumps(args, separators=(",", ":")))
     if isinstance(part, ToolResultPart):
         return replace(part, output=clean_json(part.output))
     return part

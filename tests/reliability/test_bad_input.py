@@ -10,7 +10,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
@@ -98,6 +98,8 @@ class ArbitraryModel(Model):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(text="\ud800", calls=[], fragment=1)  # found: a lone surrogate in text could not be sent
+@example(text="x", calls=[("lookup", '{"0":"\\uD800","":0}')], fragment=1)  # found: ...nor one escaped in args
 @given(
     text=nasty_text,
     calls=st.lists(st.tuples(tool_names, args_text), max_size=3),
