@@ -486,7 +486,9 @@ class _ChatParser:
             call = _Call(id=call_id or self._generated_id())
             self._calls.append(call)
             self._by_index[index] = call
-        out = self._close_reasoning()
+        # Text and reasoning before a call are complete once it starts (a message-level extra_content
+        # then rides on the first call, see _close_all), so they close here, in stream order.
+        out = self._close_reasoning() + self._close_text()
         call.name = call.name or name or ""
         if isinstance(delta.get("extra_content"), dict):
             call.extra = delta["extra_content"]
