@@ -106,11 +106,18 @@ class ReActDriver(Driver):
 
     async def stream_step(self, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
         tools, allow_final = _allowed(request)
+        answer_schema = request.output_schema  # a structured final answer (the agent's output_type)
+        instructions = self.system_prompt(request.instructions, tools, allow_final)
+        if answer_schema is not None and allow_final:
+            instructions += (
+                '\n\nThe final answer is not text: give {"action": "final_answer", "answer": <JSON value>} '
+                f"where the value matches this JSON schema: {json.dumps(answer_schema, separators=(',', ':'))}"
+            )
         text_request = ModelRequest(
             messages=self.prompt_messages(request.messages),
-            instructions=self.system_prompt(request.instructions, tools, allow_final),
+            instructions=instructions,
             settings=request.settings,
-            output_schema=decision_schema(tools, allow_final=allow_final),
+            output_schema=decision_schema(tools, allow_final=allow_final, answer_schema=answer_schema),
             output_schema_name="decision",
         )
         done = calls_this_turn(request.messages) if self.refuse_repeats else set()
@@ -131,7 +138,13 @@ class ReActDriver(Driver):
                 yield Finish(reason=reason, usage=state.usage)
                 return
             try:
-                decision = parse_decision(outcome.text, tools, allow_final=allow_final, done=done)
+                decision = parse_decision(
+                    outcome.text,
+                    tools,
+                    allow_final=allow_final,
+                    done=done,
+                    structured=answer_schema is not None,
+                )
             except DriverError as exc:
                 if attempt > self.max_retries:
                     raise type(exc)(
@@ -275,7 +288,9 @@ def _allowed(request: ModelRequest) -> tuple[list[ToolDefinition], bool]:
             return chosen, False
 
 
-def decision_schema(tools: Sequence[ToolDefinition], *, allow_final: bool) -> dict[str, Any]:
+def decision_schema(
+    tools: Sequence[ToolDefinition], *, allow_final: bool, answer_schema: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """JSON schema of one decision: an object per tool with a ``const`` action, or a final answer.
 
     One ``action`` key for every choice (rather than ``{"tool": ...}`` beside ``{"final_answer": ...}``)
@@ -297,10 +312,13 @@ def decision_schema(tools: Sequence[ToolDefinition], *, allow_final: bool) -> di
             }
         )
     if allow_final:
+        answer = (
+            _hoist_defs(answer_schema, prefix="answer__", into=defs) if answer_schema else {"type": "string"}
+        )
         options.append(
             {
                 "type": "object",
-                "properties": {"action": {"const": FINAL_ANSWER}, "answer": {"type": "string"}},
+                "properties": {"action": {"const": FINAL_ANSWER}, "answer": answer},
                 "required": ["action", "answer"],
                 "additionalProperties": False,
             }
@@ -340,8 +358,11 @@ def parse_decision(
     *,
     allow_final: bool,
     done: Collection[tuple[str, str]] = (),
+    structured: bool = False,
 ) -> Decision:
     """Extract and validate one decision from model output, or raise the typed driver error.
+
+    ``structured``: the final answer is a JSON value (the agent's ``output_type``), not text.
 
     ``done`` holds ``(tool name, canonical args JSON)`` of calls already answered in this turn; repeating
     one is refused (see :func:`calls_this_turn`).
@@ -349,7 +370,7 @@ def parse_decision(
     value = extract_json(text)
     if value is None:
         raise DecisionExtractionFailed("no JSON object found", raw_output=text, attempts=1)
-    problem, decision = _validate(value, {t.name: t for t in tools}, allow_final)
+    problem, decision = _validate(value, {t.name: t for t in tools}, allow_final, structured)
     if decision is None:
         raise DecisionValidationFailed(problem, raw_output=text, attempts=1)
     if isinstance(decision, ToolDecision) and _call_key(decision.tool_name, decision.args) in done:
@@ -401,7 +422,7 @@ _ANSWER_KEYS = ("answer", "final_answer", "text")
 
 
 def _validate(
-    value: dict[str, Any], tools: dict[str, ToolDefinition], allow_final: bool
+    value: dict[str, Any], tools: dict[str, ToolDefinition], allow_final: bool, structured: bool = False
 ) -> tuple[str, Decision | None]:
     # Besides the schema's own shape, accept the spellings models use when they follow the format by
     # instruction only: {"final_answer": ...}, {"tool" | "name": ..., "arguments" | "input": ...}.
@@ -412,6 +433,12 @@ def _validate(
         if not allow_final:
             return "a tool call is required now, not a final answer", None
         answer = next((value[k] for k in _ANSWER_KEYS if k in value), None)
+        if answer is None:
+            return 'a final answer needs an "answer"', None
+        if structured:  # the agent's output_type: handed on as JSON text; the loop validates it
+            return "", FinalAnswer(
+                text=answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
+            )
         if not isinstance(answer, str):
             return '"answer" must be a string', None
         return "", FinalAnswer(text=answer)
