@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tests.store.conftest import Target
 from toolwire.errors import ConfigError, SessionBusyError, StoreError
@@ -615,7 +614,7 @@ async def test_a_transaction_that_loses_a_unique_race_is_retried(store: SQLStore
     await store.append_message(SID, Message.user("first", id="m0", session_id=SID), interaction_id="i")
     attempts: list[int] = []
 
-    async def op(conn: AsyncConnection) -> None:
+    def op(conn: sa.Connection) -> None:
         # The first attempt takes a stale position, as a writer that raced another one would.
         attempts.append(len(attempts))
         position = 0 if len(attempts) == 1 else 1
@@ -627,16 +626,16 @@ async def test_a_transaction_that_loses_a_unique_race_is_retried(store: SQLStore
             "parts": [],
             "created_at": 1.0,
         }
-        await conn.execute(sa.insert(messages_table).values(**row))
+        conn.execute(sa.insert(messages_table).values(**row))
 
     await store._write("insert a message", op)
     assert attempts == [0, 1]
     assert await _positions(store) == [(0, "m0"), (1, "m1")]
 
-    async def invalid(conn: AsyncConnection) -> None:
+    def invalid(conn: sa.Connection) -> None:
         attempts.append(len(attempts))
         row = {"id": "m2", "session_id": SID, "position": 2, "role": "robot", "parts": [], "created_at": 1.0}
-        await conn.execute(sa.insert(messages_table).values(**row))
+        conn.execute(sa.insert(messages_table).values(**row))
 
     with pytest.raises(StoreError, match="store failed to insert a bad row") as failed:
         await store._write("insert a bad row", invalid)

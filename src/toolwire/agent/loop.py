@@ -95,6 +95,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("toolwire.agent")
 E = TypeVar("E", bound=Envelope)
+_LOCK_TTL = 600.0
+"""Seconds a run's session lock lasts without renewal (renewed at step starts after half of it)."""
 
 CANCELLED_OUTPUT = "Tool call cancelled: the run was stopped before the tool finished."
 _EVENT_KINDS: dict[str, type[Any]] = {
@@ -196,6 +198,7 @@ class AgentRun:
         self._output: OutputSpec | None = agent.output_spec
         self._history: list[Message] = []
         self._lock_owner = ""
+        self._locked_at = 0.0
         self._done = False
         self._status: InteractionStatus = "completed"
         self._output_value: Any = ""
@@ -255,7 +258,8 @@ class AgentRun:
         )
         self._seq = self._persisted_seq = info.last_seq
         self._lock_owner = lock_owner(self.interaction_id)
-        await store.lock_session(self.session_id, self._lock_owner)
+        await store.lock_session(self.session_id, self._lock_owner, ttl=_LOCK_TTL)
+        self._locked_at = time.monotonic()
         error: BaseException | None = None
         try:
             self._history = await store.load_history(self.session_id, mark_interrupted=True)
@@ -313,8 +317,9 @@ class AgentRun:
     async def _step(self, step: int, store: Store) -> AsyncGenerator[AgentEvent, None]:
         """One model step, its tools, its persistence, and the decision whether the run is done."""
         agent = self.agent
-        if step > 1:  # renew the session lock so a long run keeps it (same owner re-enters and extends)
-            await store.lock_session(self.session_id, self._lock_owner)
+        if time.monotonic() - self._locked_at > _LOCK_TTL / 2:  # renew: a long run keeps its session
+            await store.lock_session(self.session_id, self._lock_owner, ttl=_LOCK_TTL)
+            self._locked_at = time.monotonic()
         yield self._ev(StepStart, step=step, provider=agent.model.provider, model=agent.model.model_name)
         builder = MessageBuilder(provider=agent.model.provider, model=agent.model.model_name)
         message_id = new_id("msg_")
