@@ -16,8 +16,9 @@ from toolwire.models import infer_model
 from toolwire.models.base import Model, ModelSettings, ToolChoice
 from toolwire.store.base import MemoryStore, Store
 from toolwire.tools.context import RunContext
-from toolwire.tools.executor import DEFAULT_MAX_OUTPUT_CHARS, ToolExecutor, ToolInterceptor, ToolRegistry
+from toolwire.tools.executor import DEFAULT_MAX_OUTPUT_CHARS, ToolExecutor, ToolInterceptor
 from toolwire.tools.function import Tool, function_tool
+from toolwire.tools.registry import ToolRegistry, ToolSource
 
 DepsT = TypeVar("DepsT")
 
@@ -31,7 +32,7 @@ class Agent(Generic[DepsT]):
     def __init__(
         self,
         model: Model | str,
-        tools: Iterable[Tool | Callable[..., Any]] = (),
+        tools: Iterable[Tool | Callable[..., Any] | ToolSource] = (),
         *,
         store: Store | str | None = None,
         max_steps: int = 10,
@@ -57,7 +58,8 @@ class Agent(Generic[DepsT]):
         self.registry = ToolRegistry(tools)
         if max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
-        if tool_choice not in ("auto", "required", "none") and self.registry.get(tool_choice) is None:
+        named = tool_choice not in ("auto", "required", "none")
+        if named and self.registry.get(tool_choice) is None and not self.registry.sources:
             raise ConfigError(f"tool_choice {tool_choice!r} is neither auto/required/none nor a known tool")
         self.max_steps = max_steps
         self.tool_choice = tool_choice
@@ -89,7 +91,13 @@ class Agent(Generic[DepsT]):
 
     @property
     def tools(self) -> list[Tool]:
-        """The effective tool set."""
+        """The effective tool set as of the last run start (each ``Tool`` names its ``source``);
+        :meth:`list_tools` connects tool sources first."""
+        return list(self.registry)
+
+    async def list_tools(self) -> list[Tool]:
+        """The effective tool set now, after listing every source (MCP servers connect if needed)."""
+        await self.registry.prepare()
         return list(self.registry)
 
     async def get_store(self) -> Store:
@@ -199,6 +207,7 @@ class Agent(Generic[DepsT]):
         if self._store is not None and self._store is not self._store_spec:
             await self._store.close()
             self._store = None
+        await self.registry.aclose()
         await self.model.aclose()
 
     def as_tool(self, name: str, description: str) -> Tool:

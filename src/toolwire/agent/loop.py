@@ -184,9 +184,9 @@ class AgentRun:
         self.result: RunResult | None = None
         self._enabled_tools = enabled_tools
         self._exclude_tools = exclude_tools
-        # resolved at the start of the run: tool sources (MCP servers) may need to connect first
-        self._tools = agent.registry.definitions(enabled=enabled_tools, exclude=exclude_tools)
-        self._executor = agent.executor_for(frozenset(t.name for t in self._tools))
+        # resolved at the start of the run (_events): tool sources such as MCP servers connect first
+        self._tools: list[ToolDefinition] = []
+        self._executor = agent.executor_for(frozenset())
         self._seq = 0
         self._persisted_seq = 0
         self._queue: asyncio.Queue[Any] | None = None
@@ -246,6 +246,9 @@ class AgentRun:
 
     async def _events(self) -> AsyncGenerator[AgentEvent, None]:
         agent = self.agent
+        await agent.registry.prepare()
+        self._tools = agent.registry.definitions(enabled=self._enabled_tools, exclude=self._exclude_tools)
+        self._executor = agent.executor_for(frozenset(t.name for t in self._tools))
         store = await agent.get_store()
         info = await store.ensure_session(
             SessionInfo(

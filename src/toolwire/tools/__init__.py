@@ -8,9 +8,9 @@ from toolwire.tools.executor import (
     ToolExecutor,
     ToolInterceptor,
     ToolOutcome,
-    ToolRegistry,
 )
 from toolwire.tools.function import Tool, function_tool, tool
+from toolwire.tools.registry import ToolRegistry, Toolset, ToolSource
 
 __all__ = [
     "Allow",
@@ -22,6 +22,8 @@ __all__ = [
     "ToolInterceptor",
     "ToolOutcome",
     "ToolRegistry",
+    "ToolSource",
+    "Toolset",
     "function_tool",
     "tool",
 ]

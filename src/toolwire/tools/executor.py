@@ -10,7 +10,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +18,6 @@ from pydantic_core import to_jsonable_python
 
 from toolwire._text import clean_json, clean_text
 from toolwire.errors import (
-    ConfigError,
     ToolArgumentsError,
     ToolBlockedError,
     ToolError,
@@ -28,9 +27,9 @@ from toolwire.errors import (
 )
 from toolwire.events import ToolCallStatus
 from toolwire.messages import ToolCallPart, ToolResultPart
-from toolwire.models.base import ToolDefinition
 from toolwire.tools.context import RunContext
-from toolwire.tools.function import Tool, function_tool
+from toolwire.tools.function import Tool
+from toolwire.tools.registry import ToolRegistry
 
 logger = logging.getLogger("toolwire.tools")
 
@@ -70,49 +69,6 @@ class ToolInterceptor:
     ) -> ToolResultPart | None:
         """Return a replacement result, or ``None`` to keep it."""
         return None
-
-
-class ToolRegistry:
-    """The effective tool set. A name defined twice resolves to the first definition, with one warning."""
-
-    def __init__(self, tools: Iterable[Tool | Callable[..., Any]] = ()) -> None:
-        self._tools: dict[str, Tool] = {}
-        for item in tools:
-            self.add(item)
-
-    def add(self, item: Tool | Callable[..., Any]) -> None:
-        tool = item if isinstance(item, Tool) else function_tool(item)
-        if tool.name in self._tools:
-            logger.warning(
-                "tool %r is defined twice; keeping the one from %s", tool.name, self._tools[tool.name].source
-            )
-            return
-        self._tools[tool.name] = tool
-
-    def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
-
-    def __iter__(self) -> Any:
-        return iter(self._tools.values())
-
-    def __len__(self) -> int:
-        return len(self._tools)
-
-    @property
-    def names(self) -> list[str]:
-        return list(self._tools)
-
-    def definitions(
-        self, *, enabled: Sequence[str] | None = None, exclude: Sequence[str] = ()
-    ) -> list[ToolDefinition]:
-        unknown = [n for n in [*(enabled or ()), *exclude] if n not in self._tools]
-        if unknown:
-            raise ConfigError(f"unknown tool name(s) in enabled_tools/exclude_tools: {', '.join(unknown)}")
-        return [
-            t.definition()
-            for t in self._tools.values()
-            if (enabled is None or t.name in enabled) and t.name not in exclude
-        ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -37,6 +37,7 @@ class Tool:
     source: str = "function"
     strict: bool | None = None
     _is_async: bool = field(default=False, repr=False)
+    _schema_validator: Any = field(default=None, repr=False)
 
     def definition(self) -> ToolDefinition:
         return ToolDefinition(
@@ -46,7 +47,7 @@ class Tool:
     def validate_args(self, args: dict[str, Any]) -> dict[str, Any]:
         """Validated keyword arguments, or :class:`ToolArgumentsError` with a reason the model can act on."""
         if self.args_model is None:
-            return args
+            return self._validate_against_schema(args)
         try:
             model = self.args_model.model_validate(args)
         except ValidationError as exc:
@@ -57,6 +58,22 @@ class Tool:
                 f"invalid arguments for {self.name}: {reasons}", tool_name=self.name
             ) from exc
         return {name: getattr(model, name) for name in type(model).model_fields}
+
+    def _validate_against_schema(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Tools that bring their own JSON Schema (MCP) are checked against it before the call."""
+        if not self.parameters:
+            return args
+        if self._schema_validator is None:
+            import jsonschema
+
+            self._schema_validator = jsonschema.Draft202012Validator(self.parameters)
+        errors = sorted(self._schema_validator.iter_errors(args), key=lambda e: list(e.absolute_path))
+        if errors:
+            reasons = "; ".join(
+                f"{'.'.join(str(p) for p in e.absolute_path) or 'arguments'}: {e.message}" for e in errors
+            )
+            raise ToolArgumentsError(f"invalid arguments for {self.name}: {reasons}", tool_name=self.name)
+        return args
 
     async def call(self, args: dict[str, Any], ctx: RunContext[Any]) -> Any:
         kwargs = dict(args)
