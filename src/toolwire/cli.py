@@ -34,6 +34,7 @@ from toolwire.events import (
     ToolProgress,
 )
 from toolwire.messages import Message, ToolResultPart
+from toolwire.pricing import total_cost
 from toolwire.store import DEFAULT_URL, open_store
 
 console = Console(highlight=False)
@@ -347,11 +348,26 @@ async def _cmd_sessions_show(args: argparse.Namespace) -> int:
         usage = info.usage
         console.print(
             f"[dim]usage: {usage.input_tokens} input + {usage.output_tokens} output tokens, "
-            f"{usage.requests} request(s)[/dim]"
+            f"{usage.requests} request(s){await _session_cost(store, args.session_id, history)}[/dim]"
         )
     finally:
         await store.close()
     return 0
+
+
+async def _session_cost(store: Any, session_id: str, history: Sequence[Message]) -> str:
+    """", cost $X" from the per-step usage kept on stored steps, priced per answering model."""
+    steps = getattr(store, "steps", None)
+    if steps is None:
+        return ""
+    by_id = {m.id: m for m in history}
+    priced = [
+        (by_id[s.message_id].provider, by_id[s.message_id].model, s.usage)
+        for s in await steps(session_id)
+        if s.message_id in by_id
+    ]
+    cost = total_cost(priced)
+    return ", cost unknown (no price for a model)" if cost is None else f", cost ${cost:.6f}"
 
 
 def render_history(history: Sequence[Message], out: Console) -> None:

@@ -14,6 +14,7 @@ from toolwire.errors import ConfigError
 from toolwire.events import AgentEvent
 from toolwire.models import infer_model
 from toolwire.models.base import Model, ModelSettings, ToolChoice
+from toolwire.observability import EventBus, EventCallback
 from toolwire.store.base import MemoryStore, Store
 from toolwire.tools.context import RunContext
 from toolwire.tools.executor import DEFAULT_MAX_OUTPUT_CHARS, ToolExecutor, ToolInterceptor
@@ -79,6 +80,7 @@ class Agent(Generic[DepsT]):
         self.max_tool_output_chars = max_tool_output_chars
         self.model_settings = model_settings or ModelSettings()
         self.user_id = user_id
+        self.events = EventBus()
         self.output_retries = output_retries
         self.output_spec: OutputSpec | None = (
             build_output_spec(output_type, self.model, output_mode) if output_type is not None else None
@@ -115,8 +117,15 @@ class Agent(Generic[DepsT]):
         return self._store
 
     def publish(self, events: AsyncIterator[AgentEvent]) -> AsyncIterator[AgentEvent]:
-        """Hook point for observers of the event stream (the event bus); identity when nobody listens."""
-        return events
+        """The run's event stream as clients see it: passed through the event bus when anyone listens."""
+        return self.events.wrap(events)
+
+    def on(self, name: str, callback: EventCallback) -> Callable[[], None]:
+        """Subscribe to events by name (``"tool:start"``, ``"tool:end"``, ``"run:end"``, an event type, ``"*"``).
+
+        Returns a function that unsubscribes. See :mod:`toolwire.observability`.
+        """
+        return self.events.on(name, callback)
 
     def use_store(self, store: Store) -> None:
         """Replace the store (e.g. the CLI's or server's ``--store``)."""

@@ -16,6 +16,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic_core import to_jsonable_python
@@ -86,6 +87,7 @@ from toolwire.models.base import (
     ToolResult,
     closing,
 )
+from toolwire.pricing import total_cost
 from toolwire.store.base import SessionInfo, StepRecord, Store, ToolCallRecord, lock_owner
 from toolwire.tools.context import RunContext
 from toolwire.tools.executor import ToolOutcome
@@ -145,6 +147,13 @@ class RunResult:
     steps: int = 0
     text: str = ""
     """The final assistant text (also when ``output`` is a structured object)."""
+    step_models: list[tuple[str | None, str | None]] = field(default_factory=list)
+    """(provider, model) that answered each step, parallel to ``step_usage``."""
+
+    @property
+    def cost(self) -> Decimal | None:
+        """Estimated USD cost over every step (``None`` when a model's price is unknown)."""
+        return total_cost((p, m, u) for (p, m), u in zip(self.step_models, self.step_usage, strict=True))
 
 
 @dataclass(slots=True)
@@ -194,6 +203,7 @@ class AgentRun:
         self._new_messages: list[Message] = []
         self._executions: list[ToolExecution] = []
         self._step_usage: list[Usage] = []
+        self._step_models: list[tuple[str | None, str | None]] = []
         self._open_step: tuple[int, list[ToolCallPart], dict[str, ToolOutcome]] | None = None
         self._output: OutputSpec | None = agent.output_spec
         self._history: list[Message] = []
@@ -340,6 +350,7 @@ class AgentRun:
             model=builder.model,
         )
         self._step_usage.append(finish.usage)
+        self._step_models.append((builder.provider, builder.model))
         calls = [c for c in assistant.tool_calls if not c.provider_executed]
         if assistant.parts:
             await store.begin_step(self._step_record(step, assistant, calls, finish.usage, finish.reason))
@@ -461,6 +472,7 @@ class AgentRun:
             tool_executions=self._executions,
             usage=total,
             step_usage=self._step_usage,
+            step_models=self._step_models,
             steps=len(self._step_usage),
         )
 
