@@ -161,3 +161,12 @@ class StoreError(ToolwireError):
 
 class SessionBusyError(StoreError):
     """Another run is already in progress on the same session."""
+
+
+class RequestError(ToolwireError):
+    """A client request the server cannot accept (malformed body, over a limit, unknown session)."""
+
+    def __init__(self, message: str, *, status: int = 400, kind: str = "bad_request") -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind

@@ -102,6 +102,11 @@ class Agent(Generic[DepsT]):
         await self.registry.prepare()
         return list(self.registry)
 
+    @property
+    def store_configured(self) -> bool:
+        """Whether a store (or URL) was given; a sub-agent without one persists into its caller's store."""
+        return self._store_spec is not None
+
     async def get_store(self) -> Store:
         """The store; a URL given to the constructor is opened on first use, ``None`` means in-memory."""
         if self._store is not None:
@@ -127,10 +132,10 @@ class Agent(Generic[DepsT]):
         """
         return self.events.on(name, callback)
 
-    def use_store(self, store: Store) -> None:
-        """Replace the store (e.g. the CLI's or server's ``--store``)."""
+    def use_store(self, store: Store | str) -> None:
+        """Replace the store (e.g. the CLI's or server's ``--store``); a URL is opened on first use."""
         self._store_spec = store
-        self._store = store
+        self._store = store if isinstance(store, Store) else None
 
     def executor_for(self, allowed: frozenset[str]) -> ToolExecutor:
         return ToolExecutor(

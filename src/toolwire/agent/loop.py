@@ -182,7 +182,13 @@ class AgentRun:
         user_id: str | None = None,
     ) -> None:
         self.agent = agent
-        self.user_id = user_id if user_id is not None else agent.user_id
+        parent_run = parent.sink if parent is not None and isinstance(parent.sink, AgentRun) else None
+        self._parent_run = parent_run
+        if user_id is None:
+            user_id = agent.user_id if agent.user_id is not None or parent_run is None else parent_run.user_id
+        self.user_id = user_id
+        self.store: Store | None = None
+        """The store this run persists to (set when the run starts)."""
         self.prompt = prompt
         self.session_id = session_id or new_id("sess_")
         self.parent_session_id = parent.session_id if parent is not None else None
@@ -259,7 +265,11 @@ class AgentRun:
         await agent.registry.prepare()
         self._tools = agent.registry.definitions(enabled=self._enabled_tools, exclude=self._exclude_tools)
         self._executor = agent.executor_for(frozenset(t.name for t in self._tools))
-        store = await agent.get_store()
+        if self._parent_run is not None and self._parent_run.store is not None and not agent.store_configured:
+            store = self._parent_run.store  # a sub-agent without a store of its own records beside its parent
+        else:
+            store = await agent.get_store()
+        self.store = store
         info = await store.ensure_session(
             SessionInfo(
                 id=self.session_id,

@@ -96,8 +96,14 @@ class Store(ABC):
     async def get_session(self, session_id: str) -> SessionInfo | None: ...
 
     @abstractmethod
-    async def list_sessions(self, *, user_id: str | None = None, limit: int = 100) -> list[SessionInfo]:
-        """Most recently updated first; ``user_id=None`` lists all."""
+    async def list_sessions(
+        self, *, user_id: str | None = None, user_session_id: str | None = None, limit: int = 100
+    ) -> list[SessionInfo]:
+        """Most recently updated first; ``user_id=None`` lists all.
+
+        ``user_session_id`` narrows the list to one conversation tree (a top-level session and every
+        sub-agent session under it).
+        """
 
     @abstractmethod
     async def append_message(self, session_id: str, message: Message, *, interaction_id: str) -> None: ...
@@ -309,8 +315,15 @@ class MemoryStore(Store):
     async def get_session(self, session_id: str) -> SessionInfo | None:
         return self._sessions.get(session_id)
 
-    async def list_sessions(self, *, user_id: str | None = None, limit: int = 100) -> list[SessionInfo]:
-        rows = [s for s in self._sessions.values() if user_id is None or s.user_id == user_id]
+    async def list_sessions(
+        self, *, user_id: str | None = None, user_session_id: str | None = None, limit: int = 100
+    ) -> list[SessionInfo]:
+        rows = [
+            s
+            for s in self._sessions.values()
+            if (user_id is None or s.user_id == user_id)
+            and (user_session_id is None or (s.user_session_id or s.id) == user_session_id)
+        ]
         rows.sort(key=lambda s: s.updated_at, reverse=True)
         return rows[:limit]
 

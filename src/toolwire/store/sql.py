@@ -173,10 +173,16 @@ class SQLStore(Store):
         row = await self._read("read a session", lambda conn: conn.execute(query).first())
         return None if row is None else _session_from_row(row)
 
-    async def list_sessions(self, *, user_id: str | None = None, limit: int = 100) -> list[SessionInfo]:
+    async def list_sessions(
+        self, *, user_id: str | None = None, user_session_id: str | None = None, limit: int = 100
+    ) -> list[SessionInfo]:
         query = sa.select(sessions).order_by(sessions.c.updated_at.desc(), sessions.c.id).limit(limit)
         if user_id is not None:
             query = query.where(sessions.c.user_id == user_id)
+        if user_session_id is not None:
+            query = query.where(
+                sa.or_(sessions.c.user_session_id == user_session_id, sessions.c.id == user_session_id)
+            )
         rows = await self._read("list sessions", lambda conn: conn.execute(query).all())
         return [_session_from_row(row) for row in rows]
 

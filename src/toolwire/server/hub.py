@@ -1,0 +1,174 @@
+"""In-process fan-out of agent events to stream subscribers, with bounded replay for resume.
+
+Every event is published to the stream of its own session and of each ancestor session, so a
+client watching a conversation sees its sub-agents too. Each stream numbers what it carries with a
+*cursor* (the SSE ``id``): clients resume with ``Last-Event-ID``. Cursors start at the stream's
+creation time in microseconds, so a cursor handed out before a restart is never mistaken for one
+of the new process: it falls outside the buffer and the client is told to reload the history
+(``stream-reset``) instead of silently missing events.
+
+Nothing here ever blocks the agent run: buffers are bounded rings, and a subscriber that falls
+more than ``subscriber_limit`` events behind is cut off with a ``stream-reset`` (it reloads history
+and resumes), rather than slowing the run or growing memory without bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolwire.events import AgentEvent, event_to_dict
+
+RESET = {"type": "stream-reset"}
+
+
+@dataclass(slots=True)
+class StreamItem:
+    cursor: int
+    event: AgentEvent | None
+    """``None`` for a ``stream-reset`` marker."""
+    _json: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        if self._json is None:
+            self._json = event_to_dict(self.event) if self.event is not None else dict(RESET)
+        return self._json
+
+
+@dataclass(slots=True, eq=False)
+class _Subscriber:
+    queue: asyncio.Queue[StreamItem | None]
+    limit: int
+    overflowed: bool = False
+
+    def push(self, item: StreamItem) -> None:
+        if self.overflowed:
+            return
+        if self.queue.qsize() >= self.limit:
+            self.overflowed = True
+            self.queue.put_nowait(StreamItem(cursor=item.cursor, event=None))
+            self.queue.put_nowait(None)
+            return
+        self.queue.put_nowait(item)
+
+
+@dataclass(slots=True)
+class _Stream:
+    base: int
+    buffer: deque[StreamItem]
+    next_cursor: int = 0
+    subscribers: set[_Subscriber] = field(default_factory=set)
+
+    @property
+    def cursor(self) -> int:
+        """The cursor of the last item published (``base`` when none)."""
+        return self.next_cursor - 1
+
+
+class EventHub:
+    """Per-session event streams (a session's stream includes its sub-sessions' events)."""
+
+    def __init__(
+        self, *, buffer_size: int = 10_000, subscriber_limit: int = 50_000, max_streams: int = 10_000
+    ):
+        self.buffer_size = buffer_size
+        self.subscriber_limit = subscriber_limit
+        self.max_streams = max_streams
+        self._streams: OrderedDict[str, _Stream] = OrderedDict()
+        self._parents: dict[str, str] = {}
+
+    def _stream(self, session_id: str) -> _Stream:
+        stream = self._streams.get(session_id)
+        if stream is None:
+            base = time.time_ns() // 1000
+            stream = _Stream(base=base, buffer=deque(maxlen=self.buffer_size), next_cursor=base + 1)
+            self._streams[session_id] = stream
+            self._evict()
+        else:
+            self._streams.move_to_end(session_id)
+        return stream
+
+    def _evict(self) -> None:
+        while len(self._streams) > self.max_streams:
+            for key, stream in self._streams.items():
+                if not stream.subscribers:
+                    del self._streams[key]
+                    self._parents.pop(key, None)
+                    break
+            else:
+                return
+
+    def cursor(self, session_id: str) -> int:
+        """The position to resume from after reading the stored history now."""
+        return self._stream(session_id).cursor
+
+    def publish(self, event: AgentEvent) -> None:
+        session_id = event.session_id
+        parent = event.parent_session_id
+        if parent and parent != session_id and session_id not in self._parents:
+            self._parents[session_id] = parent
+        seen: set[str] = set()
+        target: str | None = session_id
+        while target is not None and target not in seen:  # the session and every ancestor
+            seen.add(target)
+            stream = self._stream(target)
+            item = StreamItem(cursor=stream.next_cursor, event=event)
+            stream.next_cursor += 1
+            stream.buffer.append(item)
+            for subscriber in stream.subscribers:
+                subscriber.push(item)
+            target = self._parents.get(target)
+
+    def subscribe(self, session_id: str, after: int | None = None) -> Subscription:
+        """Items of the stream after ``after`` (buffered first, then live); ``None`` = live only."""
+        stream = self._stream(session_id)
+        subscriber = _Subscriber(queue=asyncio.Queue(), limit=self.subscriber_limit)
+        if after is not None and after != stream.cursor:
+            first = stream.buffer[0].cursor if stream.buffer else stream.next_cursor
+            if after > stream.cursor or after < stream.base or after + 1 < first:
+                # Another process's cursor, or events already evicted: the client must reload history.
+                subscriber.push(StreamItem(cursor=stream.cursor, event=None))
+            else:
+                for item in stream.buffer:
+                    if item.cursor > after:
+                        subscriber.push(item)
+        stream.subscribers.add(subscriber)
+        return Subscription(self, session_id, subscriber)
+
+    def _unsubscribe(self, session_id: str, subscriber: _Subscriber) -> None:
+        stream = self._streams.get(session_id)
+        if stream is not None:
+            stream.subscribers.discard(subscriber)
+
+
+class Subscription:
+    """Async iterator of stream items; ends after a ``stream-reset`` caused by overflow."""
+
+    def __init__(self, hub: EventHub, session_id: str, subscriber: _Subscriber) -> None:
+        self._hub = hub
+        self._session_id = session_id
+        self._subscriber = subscriber
+
+    def __aiter__(self) -> AsyncIterator[StreamItem]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[StreamItem]:
+        try:
+            while True:
+                item = await self._subscriber.queue.get()
+                if item is None:
+                    return
+                yield item
+        finally:
+            self.close()
+
+    async def get(self) -> StreamItem | None:
+        """The next item; ``None`` at the end of an overflowed subscription."""
+        return await self._subscriber.queue.get()
+
+    def close(self) -> None:
+        self._hub._unsubscribe(self._session_id, self._subscriber)

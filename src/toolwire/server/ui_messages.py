@@ -1,0 +1,210 @@
+"""AI SDK ``UIMessage`` lists (what ``useChat`` sends) <-> canonical messages.
+
+The server keeps the conversation in its store, which stays authoritative. The client's messages
+matter when the store does not know the session yet (a conversation started elsewhere, a fresh
+replica, an imported chat): they are converted here, keeping each tool part's
+``callProviderMetadata`` (a Gemini ``thoughtSignature``, say) on the canonical call, so the next
+model request carries it.
+
+The body comes from the network: everything is checked, and anything malformed is a
+:class:`~toolwire.errors.RequestError` naming the offending message and part.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolwire.errors import RequestError
+from toolwire.messages import (
+    FilePart,
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    new_id,
+)
+
+NO_RESULT = "No result was recorded for this tool call (the client sent the call without its output)."
+
+
+def ui_messages_to_history(ui_messages: Any, *, session_id: str | None = None) -> list[Message]:
+    """Convert a ``messages`` array of the chat request into canonical history (user/assistant/tool)."""
+    if not isinstance(ui_messages, list):
+        raise RequestError("'messages' must be an array of UI messages")
+    history: list[Message] = []
+    for index, raw in enumerate(ui_messages):
+        if not isinstance(raw, dict):
+            raise RequestError(f"messages[{index}] must be an object")
+        role = raw.get("role")
+        parts = raw.get("parts")
+        if role not in ("user", "assistant", "system"):
+            raise RequestError(f"messages[{index}].role must be user, assistant or system, not {role!r}")
+        if not isinstance(parts, list):
+            raise RequestError(f"messages[{index}].parts must be an array")
+        message_id = raw.get("id") if isinstance(raw.get("id"), str) and raw.get("id") else None
+        where = f"messages[{index}]"
+        if role == "assistant":
+            history.extend(_assistant(parts, message_id, session_id, where))
+        else:
+            converted = [p for i, part in enumerate(parts) if (p := _user_part(part, f"{where}.parts[{i}]"))]
+            if converted:
+                history.append(
+                    Message(
+                        role=role,
+                        parts=tuple(converted),
+                        session_id=session_id,
+                        id=message_id or new_id("msg_"),
+                    )
+                )
+    return history
+
+
+def last_user_text(ui_messages: list[Any]) -> str:
+    """The text of the last message, which must be the user's new turn."""
+    if not ui_messages:
+        raise RequestError("'messages' is empty: nothing to answer")
+    last = ui_messages[-1]
+    if not isinstance(last, dict) or last.get("role") != "user":
+        raise RequestError("the last message must be the user's new message")
+    parts = last.get("parts")
+    if not isinstance(parts, list):
+        raise RequestError("the last message has no parts")
+    texts = [p.get("text") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+    if not all(isinstance(t, str) for t in texts):
+        raise RequestError("a text part of the last message has no string 'text'")
+    text = "".join(t for t in texts if isinstance(t, str))
+    if not text.strip():
+        raise RequestError("the last user message has no text")
+    return text
+
+
+def _user_part(part: Any, where: str) -> Part | None:
+    if not isinstance(part, dict):
+        raise RequestError(f"{where} must be an object")
+    kind = part.get("type")
+    if kind == "text":
+        return TextPart(text=_string(part, "text", where))
+    if kind == "file":
+        url = _string(part, "url", where)
+        media_type = _string(part, "mediaType", where)
+        filename = part.get("filename") if isinstance(part.get("filename"), str) else None
+        return FilePart(media_type=media_type, url=url, filename=filename)
+    return None  # step-start, data-*, sources: UI-only
+
+
+def _assistant(parts: list[Any], message_id: str | None, session_id: str | None, where: str) -> list[Message]:
+    """One UI assistant message is a whole multi-step answer: split it at ``step-start``."""
+    steps: list[list[tuple[int, dict[str, Any]]]] = [[]]
+    for i, part in enumerate(parts):
+        if not isinstance(part, dict):
+            raise RequestError(f"{where}.parts[{i}] must be an object")
+        if part.get("type") == "step-start":
+            if steps[-1]:
+                steps.append([])
+            continue
+        steps[-1].append((i, part))
+    out: list[Message] = []
+    for number, step in enumerate(s for s in steps if s):
+        step_id = f"{message_id}-{number}" if message_id else None
+        out.extend(_assistant_step(step, step_id, session_id, where))
+    return out
+
+
+def _assistant_step(
+    step: list[tuple[int, dict[str, Any]]], step_id: str | None, session_id: str | None, where: str
+) -> list[Message]:
+    content: list[Part] = []
+    results: list[ToolResultPart] = []
+    for i, part in step:
+        at = f"{where}.parts[{i}]"
+        kind = part.get("type")
+        if kind == "text":
+            text = _string(part, "text", at)
+            if text:
+                content.append(TextPart(text=text))
+        elif kind == "reasoning":
+            text = _string(part, "text", at)
+            metadata = _metadata(part.get("providerMetadata"), at)
+            if text or metadata:
+                content.append(ReasoningPart(text=text, provider_metadata=metadata))
+        elif isinstance(kind, str) and (kind.startswith("tool-") or kind == "dynamic-tool"):
+            call, result = _tool(part, kind, at)
+            if call is None:
+                continue
+            content.append(call)
+            if result is not None:
+                if call.provider_executed:
+                    content.append(result)  # the provider's own result lives in the assistant message
+                else:
+                    results.append(result)
+    if not content:
+        return []
+    messages = [
+        Message(role="assistant", parts=tuple(content), session_id=session_id, id=step_id or new_id("msg_"))
+    ]
+    if results:
+        messages.append(Message(role="tool", parts=tuple(results), session_id=session_id))
+    return messages
+
+
+def _tool(part: dict[str, Any], kind: str, where: str) -> tuple[ToolCallPart | None, ToolResultPart | None]:
+    name = _string(part, "toolName", where) if kind == "dynamic-tool" else kind[len("tool-") :]
+    if not name:
+        raise RequestError(f"{where}: a tool part needs a tool name")
+    call_id = _string(part, "toolCallId", where)
+    state = part.get("state")
+    if state == "input-streaming":
+        return None, None  # arguments still arriving when the client sent it: nothing a model can use
+    raw_input = part.get("input", {})
+    args = raw_input if isinstance(raw_input, dict) else {"input": raw_input}
+    provider_executed = part.get("providerExecuted") is True
+    title = part.get("title") if isinstance(part.get("title"), str) else None
+    call = ToolCallPart(
+        tool_call_id=call_id,
+        tool_name=name,
+        args=args,
+        provider_metadata=_metadata(part.get("callProviderMetadata"), where),
+        provider_executed=provider_executed,
+        title=title,
+    )
+    if state == "output-available":
+        output = part.get("output")
+        return call, ToolResultPart(
+            tool_call_id=call_id, tool_name=name, output=output, provider_executed=provider_executed
+        )
+    if state in ("output-error", "output-denied"):
+        error = part.get("errorText") if isinstance(part.get("errorText"), str) else "the tool call failed"
+        if state == "output-denied":
+            error = "the user denied this tool call"
+        return call, ToolResultPart(
+            tool_call_id=call_id,
+            tool_name=name,
+            output=error,
+            is_error=True,
+            provider_executed=provider_executed,
+        )
+    # input-available / approval states: the call never got a result; give it one so history stays valid.
+    return call, ToolResultPart(
+        tool_call_id=call_id,
+        tool_name=name,
+        output=NO_RESULT,
+        is_error=True,
+        provider_executed=provider_executed,
+    )
+
+
+def _string(part: dict[str, Any], key: str, where: str) -> str:
+    value = part.get(key)
+    if not isinstance(value, str):
+        raise RequestError(f"{where}.{key} must be a string")
+    return value
+
+
+def _metadata(value: Any, where: str) -> dict[str, dict[str, Any]]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        raise RequestError(f"{where}: provider metadata must be an object of objects keyed by provider")
+    return {str(k): dict(v) for k, v in value.items()}

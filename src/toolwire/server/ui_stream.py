@@ -1,0 +1,231 @@
+"""Agent events -> Vercel AI SDK UI message stream (protocol v1) chunks, per client version.
+
+The AI SDK client validates every chunk against a schema that, in ``ai@5`` and in ``ai@6`` up to
+6.0.230, rejects unknown fields. Fields appeared over time, so the encoder takes the client's version
+and emits only what that version accepts:
+
+=====================================  ============================================
+field                                  accepted from
+=====================================  ============================================
+``providerMetadata`` on tool-input-available   every version (5.0.0)
+``finishReason`` on finish             5.0.92 (5.x), 6.0.0
+``title`` on tool-input-start/-available       6.0.0
+``providerMetadata`` on tool-input-start       6.0.39
+=====================================  ============================================
+
+(Read from the published ``uiMessageChunkSchema`` of ai 5.0.0, 5.0.91, 5.0.92, 6.0.0, 6.0.38, 6.0.39,
+6.0.230 and 6.0.324.)
+
+Only events of the chat's own session become chunks: sub-agent sessions stream on the native event
+stream, where the client can tell sessions apart. Tool progress goes out as a transient
+``data-tool-progress`` chunk, which the client hands to ``onData`` without storing it in the message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolwire.events import (
+    AgentEvent,
+    ErrorEvent,
+    InteractionEnd,
+    ReasoningDeltaEvent,
+    ReasoningEndEvent,
+    ReasoningStartEvent,
+    StepFinish,
+    StepStart,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ToolCallComplete,
+    ToolInputAvailableEvent,
+    ToolInputDeltaEvent,
+    ToolInputStartEvent,
+    ToolProgress,
+)
+
+UI_STREAM_HEADERS = {
+    "content-type": "text/event-stream",
+    "cache-control": "no-cache",
+    "connection": "keep-alive",
+    "x-vercel-ai-ui-message-stream": "v1",
+    "x-accel-buffering": "no",
+}
+
+LATEST = (6, 999, 999)
+
+
+def parse_client_version(version: str | None) -> tuple[int, int, int]:
+    """``"5.0.200"`` -> (5, 0, 200); ``"6"`` or ``None`` -> the newest 6.x; anything unparseable is rejected."""
+    if version is None or version in ("", "latest"):
+        return LATEST
+    match = re.fullmatch(r"\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[-+].*)?\s*", version)
+    if match is None:
+        raise ValueError(f"not an AI SDK client version: {version!r} (expected e.g. 5.0.200 or 6)")
+    major = int(match.group(1))
+    if major not in (5, 6):
+        raise ValueError(f"AI SDK client version {version!r} is not supported (5.x and 6.x are)")
+    minor = int(match.group(2)) if match.group(2) is not None else 999
+    patch = int(match.group(3)) if match.group(3) is not None else 999
+    return (major, minor, patch)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientFeatures:
+    """What one AI SDK client version accepts beyond the 5.0.0 baseline."""
+
+    finish_reason: bool
+    tool_title: bool
+    start_provider_metadata: bool
+
+    @classmethod
+    def for_version(cls, version: tuple[int, int, int]) -> ClientFeatures:
+        return cls(
+            finish_reason=version >= (5, 0, 92),
+            tool_title=version >= (6, 0, 0),
+            start_provider_metadata=version >= (6, 0, 39),
+        )
+
+
+@dataclass(slots=True)
+class UIStreamEncoder:
+    """Turns one chat session's agent events into UI message chunks (dicts), in order."""
+
+    session_id: str
+    message_id: str
+    features: ClientFeatures = field(default_factory=lambda: ClientFeatures.for_version(LATEST))
+    _finish_reason: str = "stop"
+    _open_steps: int = 0
+    _started: bool = False
+
+    def start(self) -> dict[str, Any]:
+        self._started = True
+        return {"type": "start", "messageId": self.message_id}
+
+    def encode(self, event: AgentEvent) -> Iterator[dict[str, Any]]:  # noqa: C901 - one flat dispatch
+        if event.session_id != self.session_id:
+            return
+        if isinstance(event, StepStart):
+            self._open_steps += 1
+            yield {"type": "start-step"}
+        elif isinstance(event, StepFinish):
+            if self._open_steps:
+                self._open_steps -= 1
+                self._finish_reason = event.finish_reason
+                yield {"type": "finish-step"}
+        elif isinstance(event, TextStartEvent):
+            yield {"type": "text-start", "id": event.id}
+        elif isinstance(event, TextDeltaEvent):
+            yield {"type": "text-delta", "id": event.id, "delta": event.delta}
+        elif isinstance(event, TextEndEvent):
+            yield {"type": "text-end", "id": event.id}
+        elif isinstance(event, ReasoningStartEvent):
+            yield {"type": "reasoning-start", "id": event.id}
+        elif isinstance(event, ReasoningDeltaEvent):
+            yield {"type": "reasoning-delta", "id": event.id, "delta": event.delta}
+        elif isinstance(event, ReasoningEndEvent):
+            yield {"type": "reasoning-end", "id": event.id}
+        elif isinstance(event, ToolInputStartEvent):
+            chunk: dict[str, Any] = {
+                "type": "tool-input-start",
+                "toolCallId": event.tool_call_id,
+                "toolName": event.tool_name,
+            }
+            if event.provider_executed:
+                chunk["providerExecuted"] = True
+            if event.provider_metadata and self.features.start_provider_metadata:
+                chunk["providerMetadata"] = event.provider_metadata
+            if event.title and self.features.tool_title:
+                chunk["title"] = event.title
+            yield chunk
+        elif isinstance(event, ToolInputDeltaEvent):
+            yield {
+                "type": "tool-input-delta",
+                "toolCallId": event.tool_call_id,
+                "inputTextDelta": event.delta,
+            }
+        elif isinstance(event, ToolInputAvailableEvent):
+            chunk = {
+                "type": "tool-input-available",
+                "toolCallId": event.tool_call_id,
+                "toolName": event.tool_name,
+                "input": event.args,
+            }
+            if event.provider_executed:
+                chunk["providerExecuted"] = True
+            if event.provider_metadata:
+                chunk["providerMetadata"] = event.provider_metadata
+            if event.title and self.features.tool_title:
+                chunk["title"] = event.title
+            yield chunk
+        elif isinstance(event, ToolCallComplete):
+            yield self._tool_output(event)
+        elif isinstance(event, ToolProgress):
+            yield {
+                "type": "data-tool-progress",
+                "id": event.tool_call_id,
+                "data": {
+                    "toolCallId": event.tool_call_id,
+                    "fraction": event.fraction,
+                    "message": event.message,
+                },
+                "transient": True,
+            }
+        elif isinstance(event, ErrorEvent):
+            self._finish_reason = "error"
+            yield {"type": "error", "errorText": f"{event.error_type}: {event.message}"}
+        elif isinstance(event, InteractionEnd):
+            yield from self.finish(event.status)
+
+    def finish(self, status: str = "completed") -> Iterator[dict[str, Any]]:
+        while self._open_steps:  # a run that ended inside a step still closes it for the client
+            self._open_steps -= 1
+            yield {"type": "finish-step"}
+        if status == "cancelled":
+            yield {"type": "abort"}
+            return
+        chunk: dict[str, Any] = {"type": "finish"}
+        if self.features.finish_reason:
+            chunk["finishReason"] = "error" if status == "error" else self._finish_reason
+        yield chunk
+
+    def _tool_output(self, event: ToolCallComplete) -> dict[str, Any]:
+        chunk: dict[str, Any]
+        if event.is_error:
+            chunk = {
+                "type": "tool-output-error",
+                "toolCallId": event.tool_call_id,
+                "errorText": _error_text(event),
+            }
+        else:
+            chunk = {
+                "type": "tool-output-available",
+                "toolCallId": event.tool_call_id,
+                "output": event.output,
+            }
+        if event.provider_executed:
+            chunk["providerExecuted"] = True
+        return chunk
+
+
+def _error_text(event: ToolCallComplete) -> str:
+    if isinstance(event.output, str):
+        return event.output
+    return json.dumps(event.output, ensure_ascii=False, default=str)
+
+
+def sse_data(payload: dict[str, Any] | str) -> bytes:
+    """One SSE frame ``data: ...``; JSON never contains a raw newline, so one data line suffices."""
+    text = (
+        payload
+        if isinstance(payload, str)
+        else json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    )
+    return f"data: {text}\n\n".encode()
+
+
+DONE_FRAME = b"data: [DONE]\n\n"
