@@ -12,6 +12,10 @@ python3 -m venv .venv
 pg_line=$(bash scripts/postgres.sh | grep '^TOOLWIRE_TEST_POSTGRES_URL=' | tail -n 1)
 export "${pg_line?postgres.sh did not print the database URL}"
 
+# Node + the `ai` npm client (AI SDK protocol tests), and the system Chromium (web page tests).
+bash scripts/setup_node.sh
+if [ -f scripts/setup_chromium.sh ]; then bash scripts/setup_chromium.sh; fi
+
 .venv/bin/ruff check src tests
 .venv/bin/mypy
 .venv/bin/pytest -q -p no:cacheprovider "$@"

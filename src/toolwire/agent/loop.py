@@ -185,8 +185,8 @@ class AgentRun:
         parent_run = parent.sink if parent is not None and isinstance(parent.sink, AgentRun) else None
         self._parent_run = parent_run
         if user_id is None:
-            user_id = agent.user_id if agent.user_id is not None or parent_run is None else parent_run.user_id
-        self.user_id = user_id
+            user_id = agent.user_id if agent.user_id is not None or parent_run is None else parent_run.owner
+        self.user_id: str | None = user_id
         self.store: Store | None = None
         """The store this run persists to (set when the run starts)."""
         self.prompt = prompt
@@ -257,6 +257,11 @@ class AgentRun:
         """EventSink: a sub-agent's events, forwarded unchanged (they keep their own session envelope)."""
         if self._queue is not None:
             self._queue.put_nowait(event)
+
+    @property
+    def owner(self) -> str | None:
+        """The user this run acts for (sub-agent runs inherit it)."""
+        return self.user_id
 
     # -- the loop ----------------------------------------------------------------------------------
 

@@ -1,0 +1,99 @@
+"""The real Vercel AI SDK client (``ai`` from npm: latest 6.x, strict 6.0.230, strict 5.0.200) against the server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolwire import Agent, TextPart, ToolCallPart
+from toolwire.models.scripted import ScriptedModel
+from toolwire.server import create_app
+from toolwire.store.base import MemoryStore
+
+from .conftest import live_server
+
+NODE_DIR = Path(__file__).parent / "node"
+SIGNATURE = {"google": {"thoughtSignature": "Q2lJQmNoZWNrc3VtLXRvb2x3aXJl"}}
+
+
+def get_transaction_status(txn_id: str) -> dict[str, str]:
+    """Status of a transaction."""
+    return {"txn_id": txn_id, "status": "settled", "authorized_by": "Dana Ruiz"}
+
+
+def _script() -> list[list[Any]]:
+    return [
+        [
+            TextPart(text="Let me check."),
+            ToolCallPart(
+                tool_call_id="call_7",
+                tool_name="get_transaction_status",
+                args={"txn_id": "TXN_1"},
+                provider_metadata=SIGNATURE,
+                title="Transaction status",
+            ),
+        ],
+        [TextPart(text="TXN_1 is settled.")],
+        [TextPart(text="Dana Ruiz authorized it.")],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("package", "version"), [("ai6", None), ("ai6strict", "6.0.230"), ("ai5", "5.0.200")]
+)
+async def test_ai_sdk_client_round_trip(package: str, version: str | None) -> None:
+    node = shutil.which("node")
+    assert node is not None, "node is required (scripts/setup_node.sh installs it)"
+    assert (NODE_DIR / "node_modules" / package).is_dir(), (
+        "run npm ci in tests/server/node (scripts/setup_node.sh)"
+    )
+    model = ScriptedModel(_script())
+    store = MemoryStore()
+    app = create_app(Agent(model, tools=[get_transaction_status]), store=store)
+    async with live_server(app) as server:
+        args = [node, "ai_client.mjs", package, server.url, *([version] if version else [])]
+        process = await asyncio.create_subprocess_exec(
+            *args, cwd=NODE_DIR, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, stderr.decode()[-3000:]
+    seen = json.loads(stdout)
+
+    first = seen["first"]
+    types = [c["type"] for c in first["chunks"]]
+    assert types[0] == "start" and types[-1] == "finish"
+    assert [s["state"] for s in first["states"]] == ["input-streaming", "input-available", "output-available"]
+    tool_part = next(p for p in first["message"]["parts"] if p["type"] == "tool-get_transaction_status")
+    assert tool_part["callProviderMetadata"] == SIGNATURE
+    assert tool_part["output"]["authorized_by"] == "Dana Ruiz"
+    if package == "ai5":
+        assert "title" not in tool_part
+    else:
+        assert tool_part["title"] == "Transaction status"
+
+    # convertToModelMessages keeps the signature as the call's provider options
+    calls = [
+        part
+        for message in seen["modelMessages"]
+        if message["role"] == "assistant"
+        for part in message["content"]
+        if isinstance(part, dict) and part.get("type") == "tool-call"
+    ]
+    assert len(calls) == 1 and calls[0]["providerOptions"] == SIGNATURE
+
+    second_text = "".join(
+        p.get("text", "") for p in seen["second"]["message"]["parts"] if p["type"] == "text"
+    )
+    assert second_text == "Dana Ruiz authorized it."
+    assert seen["modelMessages2"][-1]["role"] == "assistant"
+
+    # what the provider would have been sent on the second turn: the call with its signature, and its result
+    sent = model.requests[-1].messages
+    sent_calls = [c for m in sent for c in m.tool_calls]
+    assert [c.provider_metadata for c in sent_calls] == [SIGNATURE]
+    assert [r.tool_call_id for m in sent for r in m.tool_results] == ["call_7"]
