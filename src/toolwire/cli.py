@@ -103,7 +103,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--model")
     serve.add_argument("--store", default=DEFAULT_URL)
-    serve.add_argument("--tokens", help="file of 'token user_id' lines (bearer auth)")
+    serve.add_argument("--tokens", help="file of 'TOKEN USER_ID' lines (bearer auth); also TOOLWIRE_TOKENS")
+    serve.add_argument(
+        "--ai-sdk-version",
+        help="AI SDK client version to speak to, e.g. 5.0.200 (default: the newest 6.x)",
+    )
     serve.set_defaults(handler=_cmd_serve)
     return parser
 
@@ -401,7 +405,9 @@ async def _cmd_serve(args: argparse.Namespace) -> int:
             f"the server needs the 'server' extra: pip install 'toolwire[server]' ({exc})"
         ) from exc
     agent = await _build_agent(args)
-    await serve(agent, host=args.host, port=args.port, tokens_file=args.tokens)
+    await serve(
+        agent, host=args.host, port=args.port, tokens_file=args.tokens, ai_sdk_version=args.ai_sdk_version
+    )
     return 0
 
 

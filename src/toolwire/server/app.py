@@ -35,8 +35,9 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from toolwire._text import clean_json
 from toolwire.agent.agent import Agent
-from toolwire.errors import RequestError, SessionBusyError
+from toolwire.errors import ConfigError, RequestError, SessionBusyError
 from toolwire.events import AgentEvent, InteractionEnd
 from toolwire.messages import MessageAdapter, new_id
 from toolwire.server.auth import Auth
@@ -152,7 +153,10 @@ class ToolwireServer:
         self.auth = auth
         self.hub = hub
         self.limits = limits
-        self.features = ClientFeatures.for_version(parse_client_version(ai_sdk_version))
+        try:
+            self.features = ClientFeatures.for_version(parse_client_version(ai_sdk_version))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
         self.runs = RunManager(agent, hub)
         self._seed_locks: dict[str, asyncio.Lock] = {}
 
@@ -205,9 +209,11 @@ class ToolwireServer:
                     f"request body over {self.limits.max_body_bytes} bytes", status=413, kind="too_large"
                 )
         try:
-            return json.loads(body)
+            data = json.loads(body)
         except (ValueError, UnicodeDecodeError) as exc:
             raise RequestError(f"the body is not JSON: {exc}") from exc
+        # JSON may escape lone UTF-16 surrogates; stored as-is they would make every later request unencodable.
+        return clean_json(data)
 
     def check_prompt(self, text: Any) -> str:
         if not isinstance(text, str) or not text.strip():
@@ -325,7 +331,7 @@ class ToolwireServer:
         sender = asyncio.create_task(self._ws_send(websocket, subscription))
         try:
             while True:
-                message = await websocket.receive_json()
+                message = clean_json(await websocket.receive_json())
                 await self._ws_command(websocket, session_id, user, message)
         except (WebSocketDisconnect, RuntimeError):
             pass
@@ -407,11 +413,17 @@ class ToolwireServer:
     async def _ui_stream(self, encoder: UIStreamEncoder, subscription: Subscription) -> AsyncIterator[bytes]:
         try:
             yield sse_data(encoder.start())
-            async for item in subscription:
-                event = item.event
-                if event is None:
+            while True:
+                try:
+                    async with asyncio.timeout(self.limits.ping_interval):
+                        item = await subscription.get()
+                except TimeoutError:
+                    yield b": ping\n\n"  # a tool is running: keep proxies from closing a quiet stream
+                    continue
+                if item is None or item.event is None:
                     yield sse_data({"type": "error", "errorText": "the stream fell too far behind; reload"})
                     break
+                event = item.event
                 for chunk in encoder.encode(event):
                     yield sse_data(chunk)
                 if isinstance(event, InteractionEnd) and event.session_id == encoder.session_id:
