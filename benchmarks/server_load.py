@@ -1,0 +1,174 @@
+"""Section 5: concurrent streaming chat sessions held by `toolwire serve` (scripted model, loopback).
+
+The server runs in its own process (`python -m toolwire.cli serve`, SQLite store in a temp dir); this
+process is the load generator. Each session POSTs /api/chat and streams the AI SDK UI stream: the model
+calls a tool that holds for `--hold` seconds (so all sessions are open at once), then answers. Measured:
+sessions completed, time to first event (first SSE data frame after the request), and the server's
+resident memory per held session (peak RSS while all are open minus RSS before the load).
+
+    python benchmarks/server_load.py [--sessions 100 200] [--hold 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+
+AGENT_MODULE = '''
+import asyncio, os
+from toolwire import Agent, TextPart, ToolCallPart
+from toolwire.models.scripted import ScriptedModel
+
+async def hold(seconds: float) -> str:
+    """Holds the session open."""
+    await asyncio.sleep(seconds)
+    return "held"
+
+def build():
+    hold_for = float(os.environ["TW_HOLD"])
+    turn = [TextPart(text="Checking."), ToolCallPart(tool_call_id="h", tool_name="hold", args={"seconds": hold_for})]
+    turns = []
+    for _ in range(int(os.environ["TW_SESSIONS"])):
+        turns += [turn, [TextPart(text="All done, the session was held and answered.")]]
+    # One scripted model serves every session; turns are taken in request order, and every session's
+    # first request comes before any second one (each holds for seconds), so call/answer pairs line up.
+    return Agent(ScriptedModel(turns, record_requests=False), tools=[hold])
+'''
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+async def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    async with httpx.AsyncClient() as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError("the server exited: " + (process.stderr.read() if process.stderr else b"").decode())
+            try:
+                await client.get(url + "/api/sessions")
+                return
+            except httpx.HTTPError:
+                await asyncio.sleep(0.1)
+    raise RuntimeError("the server did not start")
+
+
+async def _session(client: httpx.AsyncClient, index: int) -> tuple[float, bool]:
+    body = {"id": f"load-{index}", "messages": [{"role": "user", "parts": [{"type": "text", "text": "hold"}]}]}
+    started = time.perf_counter()
+    first: float | None = None
+    finished = False
+    async with client.stream("POST", "/api/chat", json=body) as response:
+        if response.status_code != 200:
+            return float("nan"), False
+        async for line in response.aiter_lines():
+            if line.startswith("data: ") and first is None:
+                first = time.perf_counter() - started
+            if line == "data: [DONE]":
+                finished = True
+    return (first if first is not None else float("nan")), finished
+
+
+async def run_level(sessions: int, hold: float) -> dict[str, Any]:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "loadagent.py").write_text(AGENT_MODULE)
+        env = dict(
+            os.environ,
+            PYTHONPATH=f"{tmp}{os.pathsep}{ROOT / 'src'}",
+            TW_HOLD=str(hold),
+            TW_SESSIONS=str(sessions),
+        )
+        command = [sys.executable, "-m", "toolwire.cli", "serve", "loadagent:build", "--port", str(port)]
+        command += ["--store", f"sqlite+aiosqlite:///{tmp}/load.db"]
+        server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            await _wait_ready(url, server)
+            baseline = _rss_kib(server.pid)
+            peak = baseline
+            limits = httpx.Limits(max_connections=sessions + 10, max_keepalive_connections=sessions + 10)
+            async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+                tasks = [asyncio.create_task(_session(client, i)) for i in range(sessions)]
+                while not all(t.done() for t in tasks):
+                    peak = max(peak, _rss_kib(server.pid))
+                    await asyncio.sleep(0.05)
+                results = [t.result() for t in tasks]
+        finally:
+            server.send_signal(signal.SIGTERM)
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+    ttfe = sorted(r[0] * 1000 for r in results if r[0] == r[0])
+    completed = sum(1 for r in results if r[1])
+    return {
+        "sessions": sessions,
+        "completed": completed,
+        "ttfe_p50_ms": statistics.median(ttfe) if ttfe else None,
+        "ttfe_p99_ms": ttfe[min(len(ttfe) - 1, int(len(ttfe) * 0.99))] if ttfe else None,
+        "rss_baseline_mib": baseline / 1024,
+        "rss_peak_mib": peak / 1024,
+        "kib_per_session": (peak - baseline) / sessions,
+    }
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    levels = [50] if quick else [50, 200, 500]
+    return [asyncio.run(run_level(n, hold=2.0 if quick else 4.0)) for n in levels]
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| sessions | completed | TTFE p50 (ms) | TTFE p99 (ms) | server RSS before / peak (MiB) | KiB per held session |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['sessions']} | {r['completed']} | {r['ttfe_p50_ms']:.1f} | {r['ttfe_p99_ms']:.1f} | "
+            f"{r['rss_baseline_mib']:.0f} / {r['rss_peak_mib']:.0f} | {r['kib_per_session']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, nargs="*", default=None)
+    parser.add_argument("--hold", type=float, default=4.0)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if args.sessions:
+        rows = [asyncio.run(run_level(n, args.hold)) for n in args.sessions]
+    else:
+        rows = run(quick=args.quick)
+    print(json.dumps(rows, indent=2) if args.json else table(rows))
+
+
+if __name__ == "__main__":
+    main()
