@@ -1,0 +1,321 @@
+"""MCP servers as tool sources: ``MCPServerStdio(command, args)`` and ``MCPServerHTTP(url)``.
+
+Built on the official ``mcp`` SDK (``pip install 'toolwire[mcp]'``; the 1.x and 2.x client APIs are
+both supported). A server is connected on first use and kept open. Its tools keep their JSON Schema,
+which the executor validates arguments against before any call reaches the server.
+
+Failures become error results the model can read, never a crash:
+
+* a result with ``isError: true`` -> error result with the server's text;
+* an MCP protocol error, a closed connection, a server process that died -> error result, and the
+  connection is dropped so the next use starts the server again;
+* no answer within ``timeout`` seconds -> error result (and a restart, since a server that stopped
+  answering cannot be trusted with the next call).
+
+The SDK's context managers are anyio-scoped: they must be entered and exited in one task. Each
+source therefore runs its connection in a dedicated owner task and talks to the session from any
+task; closing the source stops the owner task, which exits the contexts where it entered them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from typing import Any
+
+from toolwire.errors import ConfigError, ToolExecutionError
+from toolwire.tools.function import Tool
+
+logger = logging.getLogger("toolwire.tools.mcp")
+
+
+class MCPToolError(ToolExecutionError):
+    """The MCP server answered a call with ``isError: true``, failed it, or went away during it."""
+
+
+class _MCPServer:
+    kind = "mcp"
+
+    def __init__(self, *, name: str, prefix: str | None, timeout: float, connect_timeout: float) -> None:
+        self.name = name
+        self.prefix = prefix
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self._session: Any = None
+        self._owner: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+        self._tools: list[Tool] | None = None
+        self._lock = asyncio.Lock()
+        self._was_connected = False
+        self.restarts = 0
+        """How many times the connection was re-established after a failure."""
+
+    @property
+    def source_name(self) -> str:
+        return f"mcp:{self.name}"
+
+    def _transport(self) -> AbstractAsyncContextManager[Any]:
+        raise NotImplementedError
+
+    # -- connection ------------------------------------------------------------------------------
+
+    async def _ensure(self) -> Any:
+        async with self._lock:
+            if self._session is not None and self._owner is not None and not self._owner.done():
+                return self._session
+            await self._shutdown()
+            if self._was_connected:  # it died or was dropped: this is a restart
+                self.restarts += 1
+            loop = asyncio.get_running_loop()
+            ready: asyncio.Future[Any] = loop.create_future()
+            self._stop = asyncio.Event()
+            self._owner = asyncio.create_task(self._hold(ready, self._stop), name=f"mcp:{self.name}")
+            try:
+                async with asyncio.timeout(self.connect_timeout):
+                    self._session = await asyncio.shield(ready)
+            except BaseException:
+                await self._shutdown()
+                raise
+            self._was_connected = True
+            self._tools = None
+            return self._session
+
+    async def _hold(self, ready: asyncio.Future[Any], stop: asyncio.Event) -> None:
+        from mcp import ClientSession
+
+        try:
+            async with AsyncExitStack() as stack:
+                streams = await stack.enter_async_context(self._transport())
+                read, write = streams[0], streams[1]
+                session = await stack.enter_async_context(ClientSession(read, write))
+                await session.initialize()
+                if not ready.done():
+                    ready.set_result(session)
+                await stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(_connect_error(self.source_name, exc))
+            elif not isinstance(exc, asyncio.CancelledError):
+                logger.info("%s: connection ended: %s", self.source_name, _describe(exc))
+        finally:
+            self._session = None
+
+    async def _shutdown(self) -> None:
+        owner, self._owner = self._owner, None
+        self._session = None
+        if owner is None:
+            return
+        if self._stop is not None:
+            self._stop.set()
+        try:
+            async with asyncio.timeout(10):
+                await asyncio.shield(owner)
+        except (TimeoutError, asyncio.CancelledError, Exception):
+            owner.cancel()
+            with contextlib.suppress(BaseException):
+                await owner
+
+    async def _drop(self) -> None:
+        """Forget a connection that failed; the next use reconnects (restarting a stdio server)."""
+        async with self._lock:
+            await self._shutdown()
+
+    # -- ToolSource --------------------------------------------------------------------------------
+
+    async def list_tools(self) -> list[Tool]:
+        session = await self._ensure()
+        if self._tools is None:
+            listed = await _all_tools(session)
+            self._tools = [self._tool(t) for t in listed]
+        return list(self._tools)
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            await self._shutdown()
+            self._tools = None
+
+    def _tool(self, spec: Any) -> Tool:
+        name: str = spec.name
+        schema = dict(_field(spec, "input_schema", "inputSchema") or {"type": "object"})
+        annotations = getattr(spec, "annotations", None)
+        title = getattr(spec, "title", None) or (getattr(annotations, "title", None) if annotations else None)
+
+        async def call_mcp_tool(**arguments: Any) -> Any:
+            return await self.call(name, arguments)
+
+        return Tool(
+            name=name,
+            description=spec.description or "",
+            parameters=schema,
+            function=call_mcp_tool,
+            title=title,
+            source=self.source_name,
+            _is_async=True,
+        )
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> Any:
+        session = await self._ensure()
+        try:
+            async with asyncio.timeout(self.timeout):
+                result = await session.call_tool(name, arguments)
+        except TimeoutError as exc:
+            await self._drop()
+            raise MCPToolError(f"{self.source_name} did not answer {name} within {self.timeout:g}s") from exc
+        except Exception as exc:
+            await self._drop()
+            raise MCPToolError(f"{self.source_name} failed {name}: {_describe(exc)}") from exc
+        if _field(result, "is_error", "isError"):
+            raise MCPToolError(_content_text(result.content) or f"{name} failed on {self.source_name}")
+        return _output(result)
+
+
+class MCPServerStdio(_MCPServer):
+    """An MCP server run as a subprocess speaking JSON-RPC over stdin/stdout."""
+
+    def __init__(
+        self,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        prefix: str | None = None,
+        name: str | None = None,
+        timeout: float = 60.0,
+        connect_timeout: float = 30.0,
+    ) -> None:
+        super().__init__(
+            name=name or os.path.basename(command),
+            prefix=prefix,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+        )
+        self.command = command
+        self.args = list(args)
+        self.env = dict(env) if env is not None else None
+        self.cwd = os.fspath(cwd) if cwd is not None else None
+
+    def _transport(self) -> AbstractAsyncContextManager[Any]:
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        params = StdioServerParameters(command=self.command, args=self.args, env=self.env, cwd=self.cwd)
+        return stdio_client(params)
+
+
+class MCPServerHTTP(_MCPServer):
+    """An MCP server reached over streamable HTTP (``http://host:port/mcp``)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        prefix: str | None = None,
+        name: str | None = None,
+        timeout: float = 60.0,
+        connect_timeout: float = 30.0,
+    ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"an MCP HTTP server URL must start with http:// or https://, not {url!r}")
+        super().__init__(name=name or url, prefix=prefix, timeout=timeout, connect_timeout=connect_timeout)
+        self.url = url
+        self.headers = dict(headers or {})
+
+    def _transport(self) -> AbstractAsyncContextManager[Any]:
+        from mcp.client import streamable_http
+
+        legacy = getattr(streamable_http, "streamablehttp_client", None)  # mcp 1.x
+        if legacy is not None:
+            context: AbstractAsyncContextManager[Any] = legacy(self.url, headers=self.headers or None)
+            return context
+        return _modern_http(streamable_http.streamable_http_client, self.url, self.headers)
+
+
+@contextlib.asynccontextmanager
+async def _modern_http(factory: Any, url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    """mcp 2.x takes a pre-configured HTTP client for headers instead of a ``headers`` argument."""
+    if not headers:
+        async with factory(url) as streams:
+            yield streams
+        return
+    import httpx2  # the HTTP client mcp 2.x is built on
+
+    async with httpx2.AsyncClient(headers=headers) as client, factory(url, http_client=client) as streams:
+        yield streams
+
+
+async def _all_tools(session: Any) -> list[Any]:
+    tools: list[Any] = []
+    cursor: str | None = None
+    for _ in range(1000):  # bounded: a server paginating forever is a broken server
+        result = await (session.list_tools(cursor=cursor) if cursor else session.list_tools())
+        tools.extend(result.tools)
+        cursor = _field(result, "next_cursor", "nextCursor")
+        if not cursor:
+            break
+    return tools
+
+
+def _output(result: Any) -> Any:
+    structured = _field(result, "structured_content", "structuredContent")
+    if isinstance(structured, dict):
+        return structured
+    blocks = list(result.content or [])
+    if all(getattr(b, "type", None) == "text" for b in blocks):
+        return "\n".join(b.text for b in blocks)
+    return [_block(b) for b in blocks]
+
+
+def _block(block: Any) -> dict[str, Any]:
+    kind = getattr(block, "type", "unknown")
+    if kind == "text":
+        return {"type": "text", "text": block.text}
+    if kind in ("image", "audio"):
+        data = block.data if isinstance(block.data, str) else base64.b64encode(block.data).decode()
+        return {"type": kind, "mimeType": _field(block, "mime_type", "mimeType"), "data": data}
+    if kind == "resource_link":
+        return {"type": kind, "uri": str(block.uri), "name": getattr(block, "name", None)}
+    if kind == "resource":
+        resource = block.resource
+        out: dict[str, Any] = {
+            "type": kind,
+            "uri": str(resource.uri),
+            "mimeType": _field(resource, "mime_type", "mimeType"),
+        }
+        if getattr(resource, "text", None) is not None:
+            out["text"] = resource.text
+        elif getattr(resource, "blob", None) is not None:
+            out["blob"] = resource.blob
+        return out
+    dumped = block.model_dump(mode="json") if hasattr(block, "model_dump") else {"type": kind}
+    return dict(dumped)
+
+
+def _field(obj: Any, modern: str, legacy: str) -> Any:
+    """mcp 2.x names fields in snake_case; 1.x used the wire's camelCase."""
+    value = getattr(obj, modern, None)
+    return value if value is not None else getattr(obj, legacy, None)
+
+
+def _content_text(blocks: Any) -> str:
+    return "\n".join(
+        getattr(b, "text", "") for b in (blocks or []) if getattr(b, "type", None) == "text"
+    ).strip()
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _connect_error(source: str, exc: BaseException) -> Exception:
+    if isinstance(exc, ImportError):
+        return ConfigError(f"MCP servers need the 'mcp' extra: pip install 'toolwire[mcp]' ({exc})")
+    return MCPToolError(f"cannot connect to {source}: {_describe(exc)}")

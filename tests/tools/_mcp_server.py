@@ -1,0 +1,76 @@
+"""A real MCP server for the tests: `python _mcp_server.py stdio` or `python _mcp_server.py http PORT`.
+
+Tools: add, echo, fail (isError), die (the process exits mid-call), slow, count (how many calls reached
+this process, so a test can prove a rejected call never arrived).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+try:  # mcp 2.x
+    from mcp.server.mcpserver import MCPServer as _Server
+    from mcp.server.mcpserver.exceptions import ToolError
+except ImportError:  # mcp 1.x
+    from mcp.server.fastmcp import FastMCP as _Server  # type: ignore[no-redef]
+    from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
+
+server = _Server("toolwire-test")
+calls = {"n": 0}
+
+
+@server.tool(title="Add two integers")
+def add(a: int, b: int) -> int:
+    """Add a and b."""
+    calls["n"] += 1
+    return a + b
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Echo the text back."""
+    calls["n"] += 1
+    return text
+
+
+@server.tool()
+def fail(reason: str = "boom") -> str:
+    """Always fails."""
+    calls["n"] += 1
+    raise ToolError(f"refused: {reason}")  # the SDK reports its own ToolError's text as an isError result
+
+
+@server.tool()
+def die() -> str:
+    """Kills this server process in the middle of the call."""
+    os._exit(3)
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Sleeps, then answers."""
+    calls["n"] += 1
+    await asyncio.sleep(seconds)
+    return "slept"
+
+
+@server.tool()
+def count() -> int:
+    """Calls that reached this process (including this one)."""
+    calls["n"] += 1
+    return calls["n"]
+
+
+@server.tool()
+def pid() -> int:
+    """This server's process id."""
+    return os.getpid()
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
