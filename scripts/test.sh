@@ -14,7 +14,7 @@ export "${pg_line?postgres.sh did not print the database URL}"
 
 # Node + the `ai` npm client (AI SDK protocol tests), and the system Chromium (web page tests).
 bash scripts/setup_node.sh
-if [ -f scripts/setup_chromium.sh ]; then bash scripts/setup_chromium.sh; fi
+bash scripts/setup_chromium.sh
 
 .venv/bin/ruff check src tests
 .venv/bin/mypy

@@ -1,0 +1,583 @@
+// The transcript processor of the web page: a port of toolwire.transcript (Python), same rules, same ids.
+//
+// docs/transcript.md is the specification; tests/golden/transcript/*.json pins it, and
+// tests/server/node/transcript.test.mjs runs this module against the same files as the Python tests,
+// so the two implementations cannot drift. Works in the browser and in Node (plain ES module).
+// Not ported: the Agent C event mapping (a Python-side adapter; the page only reads toolwire events).
+
+const MAX_DEPTH = 256;
+
+class Entry {
+  constructor({ id, role, sessionId, text = "", sourceId = "" }) {
+    this.id = id;
+    this.index = -1;
+    this.role = role;
+    this.sessionId = sessionId;
+    this.sourceId = sourceId;
+    this.text = text;
+    this.calls = []; // [ordinal, call] sorted by ordinal: the order the model made the calls
+    this.ephemeral = false;
+    this.level = null;
+    this.contentType = null;
+    this.url = null;
+    this.data = null;
+    this.toolCallId = null;
+  }
+
+  freeze() {
+    return {
+      id: this.id,
+      role: this.role,
+      session_id: this.sessionId,
+      text: this.text,
+      tool_calls: this.calls.map(([, call]) => call),
+      source_id: this.sourceId,
+      ephemeral: this.ephemeral,
+      level: this.level,
+      content_type: this.contentType,
+      url: this.url,
+      data: this.data,
+      tool_call_id: this.toolCallId,
+    };
+  }
+}
+
+class SessionState {
+  constructor(id) {
+    this.id = id;
+    this.parent = null;
+    this.children = [];
+    this.userSessionId = "";
+    this.highSeq = 0;
+    this.lastSegment = null;
+    this.anon = null;
+    this.anonCount = 0;
+    this.userCount = 0;
+    this.notes = 0;
+  }
+}
+
+const key = (sessionId, id) => `${sessionId}\u0000${id}`;
+
+function messageText(message) {
+  return (message.parts || []).filter((p) => p.type === "text").map((p) => p.text || "").join("");
+}
+
+export class Transcript {
+  constructor({ onChange } = {}) {
+    this._entries = [];
+    this._byId = new Map();
+    this._sessions = new Map();
+    this._sources = new Map();
+    this._calls = new Map();
+    this._notifications = new Map();
+    this._pending = new Map();
+    this._userIds = new Set();
+    this._ordinal = 0;
+    this._currentRoot = null;
+    this._listeners = onChange ? [onChange] : [];
+  }
+
+  // -- reading ----------------------------------------------------------------------------------
+
+  get messages() {
+    return this._entries.map((e) => e.freeze());
+  }
+
+  message(id) {
+    const entry = this._byId.get(id);
+    return entry ? entry.freeze() : null;
+  }
+
+  get activeTools() {
+    return [...this._notifications.values()];
+  }
+
+  get pendingCalls() {
+    const out = {};
+    for (const [sid, calls] of this._pending) {
+      out[sid] = [...calls].sort((a, b) => a[0] - b[0]).map(([, c]) => c);
+    }
+    return out;
+  }
+
+  get sessions() {
+    const out = {};
+    for (const s of this._sessions.values()) {
+      if (s.id) out[s.id] = { session_id: s.id, parent_session_id: s.parent, children: [...s.children] };
+    }
+    return out;
+  }
+
+  subscribe(listener) {
+    this._listeners.push(listener);
+    return () => {
+      const i = this._listeners.indexOf(listener);
+      if (i >= 0) this._listeners.splice(i, 1);
+    };
+  }
+
+  // -- events -----------------------------------------------------------------------------------
+
+  applyAll(events) {
+    for (const event of events) this.apply(event);
+  }
+
+  apply(event) {
+    if (!event || typeof event !== "object" || typeof event.session_id !== "string") return;
+    const state = this._enter(event);
+    if (state === null) return;
+    const ts = typeof event.timestamp === "number" ? event.timestamp : Date.now() / 1000;
+    switch (event.type) {
+      case "text-delta":
+        this._text(state, event.message_id || "", "assistant", event.delta || "");
+        break;
+      case "reasoning-delta":
+        this._text(state, event.message_id || "", "reasoning", event.delta || "");
+        break;
+      case "tool-input-start":
+        this._selected(state, event.tool_call_id, event.tool_name, null, ts);
+        break;
+      case "tool-input-available":
+        this._selected(state, event.tool_call_id, event.tool_name, event.args || {}, ts);
+        break;
+      case "tool-call-active":
+        this._active(state, event.tool_call_id, event.tool_name, event.args || {}, event.started_at || ts);
+        break;
+      case "tool-call-heartbeat":
+        this._heartbeat(state, event.tool_call_id, event.tool_name, ts - (event.elapsed || 0));
+        break;
+      case "tool-progress":
+        this._progress(state, event.tool_call_id, event.fraction ?? null, event.message || "");
+        break;
+      case "tool-call-complete":
+        this._complete(
+          state, event.tool_call_id, event.tool_name, event.args || {}, event.output ?? null, !!event.is_error,
+        );
+        break;
+      case "user-turn-start":
+        this._userTurn(state, event.message || { parts: [] });
+        break;
+      case "interaction-end":
+        state.anon = null;
+        this._clearNotifications("interaction-end", state.id);
+        break;
+      case "step-finish":
+        state.anon = null;
+        break;
+      case "system-message":
+        this._note(state, "system", { text: event.text || "", level: event.level || "info", toolCallId: event.tool_call_id ?? null });
+        break;
+      case "error":
+        this._note(state, "system", { text: event.message || "", level: "error", toolCallId: null });
+        break;
+      case "media": {
+        const entry = this._note(state, "media", { text: "", level: null, toolCallId: event.tool_call_id ?? null });
+        entry.contentType = event.content_type ?? null;
+        entry.url = event.url ?? null;
+        entry.data = event.data ?? null;
+        break;
+      }
+      default:
+        break; // registering the session (done in _enter) is all the other events need
+    }
+  }
+
+  // -- sessions ---------------------------------------------------------------------------------
+
+  _enter(event) {
+    const state = this._session(event.session_id, event.parent_session_id || null, event.user_session_id || "");
+    const seq = event.seq || 0;
+    if (seq > 0) {
+      if (seq <= state.highSeq) return null; // a replay: one ordered producer per session
+      state.highSeq = seq;
+    }
+    if (state.id) this._switchRoot(state);
+    return state;
+  }
+
+  _session(sessionId, parent, userSessionId) {
+    let state = this._sessions.get(sessionId);
+    if (!state) {
+      if (parent && parent !== sessionId && !this._sessions.has(parent)) {
+        this._sessions.set(parent, new SessionState(parent));
+      }
+      state = new SessionState(sessionId);
+      this._sessions.set(sessionId, state);
+    }
+    if (parent && state.parent === null && sessionId && parent !== sessionId) this._link(state, parent);
+    if (userSessionId && !state.userSessionId) state.userSessionId = userSessionId;
+    return state;
+  }
+
+  _link(state, parent) {
+    let ancestor = parent;
+    for (let i = 0; i < MAX_DEPTH; i++) {
+      if (ancestor === null) break;
+      if (ancestor === state.id) return; // would make a cycle: the first parent wins
+      const node = this._sessions.get(ancestor);
+      ancestor = node ? node.parent : null;
+    }
+    const parentState = this._session(parent, null, "");
+    state.parent = parent;
+    parentState.children.push(state.id);
+  }
+
+  _registerChain(sessionId, parentOf) {
+    const chain = [sessionId];
+    for (let i = 0; i < MAX_DEPTH; i++) {
+      const parent = parentOf[chain[chain.length - 1]];
+      if (!parent || chain.includes(parent)) break;
+      chain.push(parent);
+    }
+    let state = this._session(chain[chain.length - 1], null, "");
+    for (let i = chain.length - 2; i >= 0; i--) state = this._session(chain[i], chain[i + 1], "");
+    return state;
+  }
+
+  _root(state) {
+    if (state.parent === null) return state.id;
+    if (state.userSessionId) return state.userSessionId;
+    let node = state;
+    for (let i = 0; i < MAX_DEPTH; i++) {
+      if (node.parent === null || node.userSessionId) break;
+      node = this._sessions.get(node.parent);
+    }
+    return node.userSessionId || node.id;
+  }
+
+  _within(sessionId, ancestor) {
+    let node = sessionId;
+    for (let i = 0; i < MAX_DEPTH; i++) {
+      if (node === null || node === undefined) return false;
+      if (node === ancestor) return true;
+      const state = this._sessions.get(node);
+      node = state ? state.parent : null;
+    }
+    return false;
+  }
+
+  _switchRoot(state) {
+    const root = this._root(state);
+    if (root === this._currentRoot) return;
+    const old = this._currentRoot;
+    this._currentRoot = root;
+    if (old === null || this._pending.size === 0) return;
+    for (const sid of [...this._pending.keys()]) {
+      if (this._root(this._sessions.get(sid)) === old) this._pending.delete(sid);
+    }
+  }
+
+  // -- bubbles ----------------------------------------------------------------------------------
+
+  _add(entry) {
+    entry.index = this._entries.length;
+    this._entries.push(entry);
+    if (!this._byId.has(entry.id)) this._byId.set(entry.id, entry);
+    this._emit({ type: "message-added", message_id: entry.id, index: entry.index, session_id: entry.sessionId });
+  }
+
+  _userTurn(state, message) {
+    const parts = message.parts || [];
+    if (parts.length) {
+      let messageId = message.id;
+      if (!messageId) {
+        messageId = `${state.id}:user:${state.userCount}`;
+        state.userCount += 1;
+      }
+      if (this._userIds.has(messageId)) return;
+      this._userIds.add(messageId);
+      this._add(new Entry({ id: messageId, role: "user", sessionId: state.id, text: messageText(message), sourceId: messageId }));
+      parts.forEach((part, index) => {
+        if (part.type === "file") {
+          const entry = new Entry({ id: `${messageId}:file:${index}`, role: "media", sessionId: state.id, sourceId: messageId });
+          entry.contentType = part.media_type ?? null;
+          entry.url = part.url ?? null;
+          entry.data = part.data ?? null;
+          this._add(entry);
+        }
+      });
+    }
+    state.lastSegment = null;
+    state.anon = null;
+    this._clearNotifications("user-turn-start", state.parent !== null ? state.id : null);
+  }
+
+  _text(state, sourceId, role, delta) {
+    if (!delta) return;
+    if (!sourceId) {
+      if (state.anon === null) {
+        state.anon = `${state.id}.m${state.anonCount}`;
+        state.anonCount += 1;
+      }
+      sourceId = state.anon;
+    }
+    const k = key(state.id, sourceId);
+    let source = this._sources.get(k);
+    if (!source) {
+      source = { current: null, count: 0, sealed: false };
+      this._sources.set(k, source);
+    } else if (source.sealed) {
+      return;
+    }
+    let entry = source.current;
+    if (entry && entry.role === role) {
+      entry.text += delta;
+      this._emit({ type: "message-updated", message_id: entry.id, index: entry.index, session_id: state.id, text_delta: delta });
+      return;
+    }
+    entry = new Entry({ id: `${sourceId}:${source.count}`, role, sessionId: state.id, text: delta, sourceId });
+    source.count += 1;
+    source.current = entry;
+    this._add(entry);
+    state.lastSegment = entry;
+    const waiting = this._pending.get(state.id);
+    this._pending.delete(state.id);
+    for (const [ordinal, call] of [...(waiting || [])].sort((a, b) => a[0] - b[0])) {
+      this._insertCall(entry, ordinal, call);
+    }
+  }
+
+  _note(state, role, { text, level, toolCallId }) {
+    const entry = new Entry({ id: `${state.id}:${role}:${state.notes}`, role, sessionId: state.id, text });
+    state.notes += 1;
+    entry.ephemeral = true;
+    entry.level = level;
+    entry.toolCallId = toolCallId;
+    this._add(entry);
+    return entry;
+  }
+
+  _replay(state, message) {
+    const at = message.created_at || 0;
+    switch (message.role) {
+      case "user":
+        this._userTurn(state, message);
+        break;
+      case "assistant": {
+        for (const part of message.parts || []) {
+          if (part.type === "text") this._text(state, message.id, "assistant", part.text || "");
+          else if (part.type === "reasoning") this._text(state, message.id, "reasoning", part.text || "");
+          else if (part.type === "tool-call") {
+            this._selected(state, part.tool_call_id, part.tool_name, part.args || {}, at);
+            if (!part.provider_executed) this._active(state, part.tool_call_id, part.tool_name, part.args || {}, at);
+          } else if (part.type === "tool-result") {
+            this._complete(state, part.tool_call_id, part.tool_name, {}, part.output ?? null, !!part.is_error);
+          }
+        }
+        const k = key(state.id, message.id);
+        if (!this._sources.has(k)) this._sources.set(k, { current: null, count: 0, sealed: false });
+        this._sources.get(k).sealed = true;
+        break;
+      }
+      case "tool":
+        for (const part of message.parts || []) {
+          if (part.type === "tool-result") {
+            this._complete(state, part.tool_call_id, part.tool_name, {}, part.output ?? null, !!part.is_error);
+          }
+        }
+        break;
+      case "system": {
+        const entry = new Entry({ id: message.id, role: "system", sessionId: state.id, text: messageText(message), sourceId: message.id });
+        entry.level = "info";
+        this._add(entry);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  // -- tool calls -------------------------------------------------------------------------------
+
+  _call(k) {
+    let call = this._calls.get(k);
+    if (!call) {
+      this._ordinal += 1;
+      call = { ordinal: this._ordinal, toolName: "", args: null, done: false };
+      this._calls.set(k, call);
+    }
+    return call;
+  }
+
+  _selected(state, toolCallId, toolName, args, at) {
+    const k = key(state.id, toolCallId);
+    const call = this._call(k);
+    if (call.done) return;
+    call.toolName = toolName || call.toolName;
+    if (args !== null) call.args = args;
+    if (!this._notifications.has(k)) {
+      this._notifyAdd({ session_id: state.id, tool_call_id: toolCallId, tool_name: call.toolName, status: "preparing", started_at: at, progress: null, progress_message: "" });
+    }
+  }
+
+  _active(state, toolCallId, toolName, args, at) {
+    const k = key(state.id, toolCallId);
+    const call = this._call(k);
+    if (call.done) return;
+    call.toolName = toolName || call.toolName;
+    if (call.args === null && args && Object.keys(args).length) call.args = args;
+    const current = this._notifications.get(k);
+    if (!current) {
+      this._notifyAdd(this._executing(state.id, toolCallId, call.toolName, at));
+    } else if (current.status !== "executing") {
+      this._notifyUpdate({ ...current, status: "executing", started_at: at, tool_name: call.toolName });
+    }
+  }
+
+  _heartbeat(state, toolCallId, toolName, startedAt) {
+    const k = key(state.id, toolCallId);
+    const call = this._call(k);
+    if (call.done || this._notifications.has(k)) return;
+    call.toolName = toolName || call.toolName;
+    this._notifyAdd(this._executing(state.id, toolCallId, call.toolName, startedAt));
+  }
+
+  _progress(state, toolCallId, fraction, text) {
+    const current = this._notifications.get(key(state.id, toolCallId));
+    if (current) {
+      this._notifyUpdate({
+        ...current,
+        progress: fraction !== null ? fraction : current.progress,
+        progress_message: text || current.progress_message,
+      });
+    }
+  }
+
+  _complete(state, toolCallId, toolName, args, output, isError) {
+    const k = key(state.id, toolCallId);
+    const call = this._call(k);
+    if (call.done) return;
+    call.done = true;
+    const notification = this._notifications.get(k);
+    if (notification) {
+      this._notifications.delete(k);
+      this._emit({ type: "notification-removed", notification, reason: "complete" });
+    }
+    const finished = {
+      tool_call_id: toolCallId,
+      tool_name: call.toolName || toolName,
+      args: call.args !== null ? call.args : { ...args },
+      result: output,
+      is_error: isError,
+    };
+    const target = state.lastSegment;
+    if (target === null) {
+      if (!this._pending.has(state.id)) this._pending.set(state.id, []);
+      this._pending.get(state.id).push([call.ordinal, finished]);
+    } else {
+      this._insertCall(target, call.ordinal, finished);
+    }
+  }
+
+  _insertCall(entry, ordinal, call) {
+    let position = entry.calls.length;
+    while (position > 0 && entry.calls[position - 1][0] > ordinal) position -= 1;
+    entry.calls.splice(position, 0, [ordinal, call]);
+    this._emit({ type: "message-updated", message_id: entry.id, index: entry.index, session_id: entry.sessionId, tool_call: call });
+  }
+
+  // -- notifications ----------------------------------------------------------------------------
+
+  _executing(sessionId, toolCallId, toolName, at) {
+    return { session_id: sessionId, tool_call_id: toolCallId, tool_name: toolName, status: "executing", started_at: at, progress: null, progress_message: "" };
+  }
+
+  _notifyAdd(notification) {
+    this._notifications.set(key(notification.session_id, notification.tool_call_id), notification);
+    this._emit({ type: "notification-added", notification });
+  }
+
+  _notifyUpdate(notification) {
+    this._notifications.set(key(notification.session_id, notification.tool_call_id), notification);
+    this._emit({ type: "notification-updated", notification });
+  }
+
+  _clearNotifications(reason, subtree) {
+    for (const [k, notification] of [...this._notifications]) {
+      if (subtree === null || this._within(notification.session_id, subtree)) {
+        this._notifications.delete(k);
+        this._emit({ type: "notification-removed", notification, reason });
+      }
+    }
+  }
+
+  _emit(change) {
+    for (const listener of [...this._listeners]) listener(change);
+  }
+
+  // -- resume -----------------------------------------------------------------------------------
+
+  static fromHistory(messages, { parents = null, lastSeq = null, onChange = undefined } = {}) {
+    const transcript = new Transcript({ onChange });
+    const parentOf = { ...(parents || {}) };
+    for (const message of messages) {
+      const state = transcript._registerChain(message.session_id || "", parentOf);
+      if (state.id) transcript._switchRoot(state);
+      transcript._replay(state, message);
+    }
+    for (const sid of Object.keys(parentOf)) transcript._registerChain(sid, parentOf);
+    for (const [sid, seq] of Object.entries(lastSeq || {})) {
+      const state = transcript._registerChain(sid, parentOf);
+      state.highSeq = Math.max(state.highSeq, seq);
+    }
+    return transcript;
+  }
+}
+
+/** Interleave per-session histories by created_at (ties keep the order of the histories). */
+export function mergeHistories(histories) {
+  const all = [];
+  histories.forEach((history, h) => history.forEach((m, i) => all.push([m.created_at || 0, h, i, m])));
+  all.sort((a, b) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2]);
+  return all.map((x) => x[3]);
+}
+
+// -- the golden-file forms (same as toolwire._transcript_types.*_to_dict) ----------------------------
+
+export function messageToDict(m) {
+  const out = {
+    id: m.id,
+    role: m.role,
+    session_id: m.session_id,
+    text: m.text,
+    tool_calls: m.tool_calls.map((c) => ({ tool_call_id: c.tool_call_id, tool_name: c.tool_name, args: c.args, result: c.result, is_error: c.is_error })),
+  };
+  if (m.source_id) out.source_id = m.source_id;
+  if (m.ephemeral) out.ephemeral = true;
+  for (const name of ["level", "content_type", "url", "data", "tool_call_id"]) {
+    if (m[name] !== null && m[name] !== undefined) out[name] = m[name];
+  }
+  return out;
+}
+
+export function notificationToDict(n) {
+  const out = { session_id: n.session_id, tool_call_id: n.tool_call_id, tool_name: n.tool_name, status: n.status, started_at: n.started_at };
+  if (n.progress !== null && n.progress !== undefined) out.progress = n.progress;
+  if (n.progress_message) out.progress_message = n.progress_message;
+  return out;
+}
+
+export function sessionsToDict(sessions) {
+  const out = {};
+  for (const s of Object.values(sessions)) out[s.session_id] = { parent_session_id: s.parent_session_id, children: s.children };
+  return out;
+}
+
+export function changeToDict(change) {
+  switch (change.type) {
+    case "message-added":
+      return { type: change.type, message_id: change.message_id };
+    case "message-updated": {
+      const out = { type: change.type, message_id: change.message_id };
+      if (change.text_delta) out.text_delta = change.text_delta;
+      if (change.tool_call) out.tool_call_id = change.tool_call.tool_call_id;
+      return out;
+    }
+    case "notification-added":
+    case "notification-updated":
+      return { type: change.type, session_id: change.notification.session_id, tool_call_id: change.notification.tool_call_id, status: change.notification.status };
+    default:
+      return { type: change.type, session_id: change.notification.session_id, tool_call_id: change.notification.tool_call_id, reason: change.reason };
+  }
+}

@@ -1,0 +1,161 @@
+"""The web chat page in a real headless Chromium (system package) against a real server on loopback.
+
+A scripted conversation with a slow tool and a sub-agent that calls its own tool: the test asserts
+what a person sees while it runs and after, then reloads and asserts the same transcript comes back
+from history. A screenshot goes to artifacts/chat.png.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+from playwright.sync_api import Page, expect, sync_playwright
+
+from toolwire import Agent, TextPart, ToolCallPart
+from toolwire.models.scripted import ScriptedModel
+from toolwire.server import create_app
+from toolwire.store.base import MemoryStore
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).parents[2] / "artifacts"
+
+
+async def generate_report(quarter: str) -> str:
+    """Builds the quarterly report (slow)."""
+    await asyncio.sleep(2.0)
+    return f"report {quarter}: revenue up 12%"
+
+
+def search_archive(query: str) -> list[str]:
+    """Searches the archive."""
+    return [f"{query}: memo from March", f"{query}: board minutes"]
+
+
+def build_agent() -> Agent:
+    researcher = Agent(
+        ScriptedModel(
+            [
+                [ToolCallPart(tool_call_id="call_1", tool_name="search_archive", args={"query": "Q3 churn"})],
+                [TextPart(text="Found two archive documents about Q3 churn.")],
+            ]
+        ),
+        tools=[search_archive],
+        name="researcher",
+    )
+    return Agent(
+        ScriptedModel(
+            [
+                [
+                    TextPart(text="I will build the report and ask the researcher."),
+                    ToolCallPart(tool_call_id="call_1", tool_name="generate_report", args={"quarter": "Q3"}),
+                    ToolCallPart(tool_call_id="call_2", tool_name="researcher", args={"task": "Q3 churn"}),
+                ],
+                [TextPart(text="The Q3 report is ready: revenue is up 12%.")],
+            ]
+        ),
+        tools=[generate_report, researcher.as_tool("researcher", "Researches the archive")],
+    )
+
+
+class _Server:
+    def __init__(self) -> None:
+        self.app = create_app(build_agent(), store=MemoryStore())
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", access_log=False))
+        self.thread = threading.Thread(
+            target=lambda: asyncio.run(self.server.serve(sockets=[self.sock])), daemon=True
+        )
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(20)
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    running = _Server()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def page() -> Iterator[Page]:
+    assert shutil.which(CHROMIUM) or Path(CHROMIUM).exists(), (
+        "scripts/setup_chromium.sh installs Debian's chromium"
+    )
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield browser.new_page(viewport={"width": 1100, "height": 800})
+        finally:
+            browser.close()
+
+
+def test_chat_page_shows_tools_sub_agents_and_resumes(server: _Server, page: Page) -> None:
+    page.goto(f"{server.url}/?session=page-test")
+    expect(page.get_by_test_id("status")).to_have_text("connected", timeout=10_000)
+    page.get_by_test_id("composer-input").fill("Prepare the Q3 report")
+    page.get_by_test_id("composer-send").click()
+
+    # while the slow tool runs: a notification matched to it, with elapsed seconds
+    running = page.locator('[data-testid="notification"][data-tool-name="generate_report"]')
+    expect(running).to_have_attribute("data-status", "executing", timeout=10_000)
+    expect(running).to_contain_text("running generate_report (")
+    expect(page.locator('[data-testid="message"][data-role="user"][data-session="page-test"]')).to_have_text(
+        "Prepare the Q3 report"
+    )
+
+    # after: notifications gone, calls attached under the assistant message that made them
+    final = page.locator('[data-testid="message"][data-role="assistant"][data-session="page-test"]').last
+    expect(final).to_contain_text("revenue is up 12%", timeout=15_000)
+    expect(page.get_by_test_id("notification")).to_have_count(0)
+    _assert_finished_transcript(page)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "chat.png"), full_page=True)
+
+    # the sub-agent group collapses and expands
+    group = page.locator('[data-testid="subsession"]')
+    group.locator("summary").click()
+    expect(group.locator('[data-testid="message"]').first).to_be_hidden()
+    group.locator("summary").click()
+    expect(group.locator('[data-testid="message"]').first).to_be_visible()
+
+    # reload: the same transcript is rebuilt from the history endpoint
+    page.reload()
+    expect(page.get_by_test_id("status")).to_have_text("connected", timeout=10_000)
+    _assert_finished_transcript(page)
+
+
+def _assert_finished_transcript(page: Page) -> None:
+    first = page.locator('[data-testid="message"][data-role="assistant"][data-session="page-test"]').first
+    expect(first).to_contain_text("I will build the report and ask the researcher.")
+    report = first.locator('[data-testid="tool-call"][data-tool-name="generate_report"]')
+    expect(report).to_have_attribute("data-status", "ok")
+    expect(report.get_by_test_id("tool-result")).to_contain_text("revenue up 12%")
+    delegated = first.locator('[data-testid="tool-call"][data-tool-name="researcher"]')
+    expect(delegated.get_by_test_id("tool-result")).to_contain_text("Found two archive documents")
+
+    group = page.locator('[data-testid="subsession"][data-session="page-test.call_2"]')
+    expect(group).to_have_count(1)
+    sub_message = group.locator('[data-testid="message"][data-role="assistant"]')
+    expect(sub_message).to_contain_text("Found two archive documents about Q3 churn.")
+    search = group.locator('[data-testid="tool-call"][data-tool-name="search_archive"]')
+    expect(search.get_by_test_id("tool-result")).to_contain_text("memo from March")
+    # the sub-agent's call_1 is not confused with the parent's call_1
+    expect(page.locator('[data-testid="tool-call"][data-tool-name="search_archive"]')).to_have_count(1)
+    expect(page.locator('[data-testid="tool-call"][data-tool-name="generate_report"]')).to_have_count(1)
