@@ -66,8 +66,8 @@ def build_agent() -> Agent:
 
 
 class _Server:
-    def __init__(self) -> None:
-        self.app = create_app(build_agent(), store=MemoryStore())
+    def __init__(self, agent: Agent, tokens: dict[str, str] | None = None) -> None:
+        self.app = create_app(agent, store=MemoryStore(), tokens=tokens)
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
@@ -88,7 +88,7 @@ class _Server:
 
 @pytest.fixture
 def server() -> Iterator[_Server]:
-    running = _Server()
+    running = _Server(build_agent())
     yield running
     running.stop()
 
@@ -112,21 +112,39 @@ def test_chat_page_shows_tools_sub_agents_and_resumes(server: _Server, page: Pag
     page.get_by_test_id("composer-input").fill("Prepare the Q3 report")
     page.get_by_test_id("composer-send").click()
 
-    # while the slow tool runs: a notification matched to it, with elapsed seconds
+    # while the slow tool runs: a notification matched to it, with elapsed seconds ticking
     running = page.locator('[data-testid="notification"][data-tool-name="generate_report"]')
     expect(running).to_have_attribute("data-status", "executing", timeout=10_000)
     expect(running).to_contain_text("running generate_report (")
-    expect(page.locator('[data-testid="message"][data-role="user"][data-session="page-test"]')).to_have_text(
-        "Prepare the Q3 report"
-    )
+    user = page.locator('[data-testid="message"][data-role="user"][data-session="page-test"]')
+    expect(user).to_have_text("Prepare the Q3 report")
+    first = page.locator('[data-testid="message"][data-role="assistant"][data-session="page-test"]').first
+    expect(first).to_contain_text("I will build the report")
+    # changes re-render only the bubble they name: marked elements must survive the rest of the run
+    user.evaluate("el => el.setAttribute('data-mark', 'kept')")
+    first.evaluate("el => el.setAttribute('data-mark', 'kept')")
+
+    # a second tab opened mid-run resumes from history: the unfinished call shows as running
+    assert page.context.browser is not None
+    other = page.context.browser.new_page(viewport={"width": 1100, "height": 800})
+    other.goto(f"{server.url}/?session=page-test")
+    other_running = other.locator('[data-testid="notification"][data-tool-name="generate_report"]')
+    expect(other_running).to_have_attribute("data-status", "executing", timeout=5_000)
+    expect(running).to_contain_text("(1s)", timeout=5_000)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "chat-running.png"))
 
     # after: notifications gone, calls attached under the assistant message that made them
     final = page.locator('[data-testid="message"][data-role="assistant"][data-session="page-test"]').last
     expect(final).to_contain_text("revenue is up 12%", timeout=15_000)
     expect(page.get_by_test_id("notification")).to_have_count(0)
     _assert_finished_transcript(page)
-    ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "chat.png"), full_page=True)
+    expect(page.locator('[data-mark="kept"]')).to_have_count(2)
+    # the tab that joined mid-run ends with the same transcript (calls finished before it loaded included)
+    expect(other.get_by_test_id("notification")).to_have_count(0)
+    _assert_finished_transcript(other)
+    other.close()
 
     # the sub-agent group collapses and expands
     group = page.locator('[data-testid="subsession"]')
@@ -159,3 +177,45 @@ def _assert_finished_transcript(page: Page) -> None:
     # the sub-agent's call_1 is not confused with the parent's call_1
     expect(page.locator('[data-testid="tool-call"][data-tool-name="search_archive"]')).to_have_count(1)
     expect(page.locator('[data-testid="tool-call"][data-tool-name="generate_report"]')).to_have_count(1)
+
+
+def test_token_new_chat_and_session_list(page: Page) -> None:
+    agent = Agent(ScriptedModel([[TextPart(text="Hello, Alice.")], [TextPart(text="Second chat here.")]]))
+    running = _Server(agent, tokens={"secret-alice": "alice"})
+    try:
+        # no session in the URL and none stored: the page starts a new one, with the token of the URL
+        page.goto(f"{running.url}/?token=secret-alice")
+        expect(page.get_by_test_id("status")).to_have_text("connected", timeout=10_000)
+        first_url = page.url
+        assert "session=web-" in first_url and "token" not in first_url  # the token leaves the address bar
+        page.get_by_test_id("composer-input").fill("hi")
+        page.get_by_test_id("composer-send").click()
+        expect(page.locator('[data-testid="message"][data-role="assistant"]')).to_have_text("Hello, Alice.")
+        sessions = page.get_by_test_id("session-list").locator("a")
+        expect(sessions).to_have_count(1)
+
+        page.get_by_test_id("new-chat").click()
+        expect(page.get_by_test_id("message")).to_have_count(0)
+        expect(page.get_by_test_id("status")).to_have_text("connected", timeout=10_000)
+        assert page.url != first_url
+        page.get_by_test_id("composer-input").fill("and again")
+        page.get_by_test_id("composer-send").click()
+        expect(page.locator('[data-testid="message"][data-role="assistant"]')).to_have_text(
+            "Second chat here."
+        )
+        expect(sessions).to_have_count(2)
+
+        # back to the first conversation from the list, then a reload: the token now comes from localStorage
+        page.locator(f'[data-testid="session-list"] a[href="?{first_url.split("?")[1]}"]').click()
+        expect(page.locator('[data-testid="message"][data-role="assistant"]')).to_have_text("Hello, Alice.")
+        page.reload()
+        expect(page.get_by_test_id("status")).to_have_text("connected", timeout=10_000)
+        expect(page.locator('[data-testid="message"][data-role="user"]')).to_have_text("hi")
+
+        # without the token the API refuses: the page says so instead of showing someone's chat
+        page.evaluate("localStorage.removeItem('toolwire.token')")
+        page.reload()
+        expect(page.get_by_test_id("status")).to_contain_text("cannot load", timeout=10_000)
+        expect(page.get_by_test_id("message")).to_have_count(0)
+    finally:
+        running.stop()

@@ -237,12 +237,12 @@ class ToolwireServer:
         session_id = self.session_id(request.path_params["session_id"])
         info = await self.authorize(session_id, user)
         assert info is not None
-        cursor = self.hub.cursor(session_id)  # before reading: nothing published after it is missed
         store = await self.agent.get_store()
         tree = await store.list_sessions(user_session_id=info.user_session_id or info.id, limit=100_000)
         subtree = _subtree(session_id, tree, info)
         histories = [await store.raw_messages(s.id) for s in subtree]
         merged = merge_histories(histories)
+        cursor = self.hub.resume_cursor(session_id, {s.id: s.last_seq for s in subtree})
         return JSONResponse(
             {
                 "session_id": session_id,

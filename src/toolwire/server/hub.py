@@ -106,6 +106,19 @@ class EventHub:
         """The position to resume from after reading the stored history now."""
         return self._stream(session_id).cursor
 
+    def resume_cursor(self, session_id: str, persisted: dict[str, int]) -> int:
+        """Where to resume after reading history persisted up to ``persisted`` (seq per session).
+
+        Just before the first buffered event the history does not hold yet (a tool finished but its
+        result is stored only when the step ends); the client drops the replayed rest by seq.
+        """
+        stream = self._stream(session_id)
+        for item in stream.buffer:
+            event = item.event
+            if event is not None and event.seq > persisted.get(event.session_id, 0):
+                return item.cursor - 1
+        return stream.cursor
+
     def publish(self, event: AgentEvent) -> None:
         session_id = event.session_id
         parent = event.parent_session_id

@@ -89,6 +89,12 @@ export class Transcript {
     return entry ? entry.freeze() : null;
   }
 
+  /** The bubble at this position (a change's `index`; positions never move). Page helper, not in Python. */
+  messageAt(index) {
+    const entry = this._entries[index];
+    return entry ? entry.freeze() : null;
+  }
+
   get activeTools() {
     return [...this._notifications.values()];
   }
