@@ -89,6 +89,9 @@ class SQLStore(Store):
     def __init__(self, runner: _AsyncRunner | _ThreadRunner, *, postgres: bool) -> None:
         self._runner = runner
         self._postgres = postgres
+        self._completions: list[tuple[Any, asyncio.Future[None]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._batch_loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
     async def open(cls, url: str = DEFAULT_URL, **engine_options: Any) -> SQLStore:
@@ -232,22 +235,52 @@ class SQLStore(Store):
         started_at: float | None,
         finished_at: float | None,
     ) -> None:
-        statement = (
-            sa.update(tool_calls)
-            .where(tool_calls.c.session_id == session_id, tool_calls.c.tool_call_id == tool_call_id)
-            .values(
-                status=status,
-                output=output,
-                is_error=is_error,
-                started_at=started_at,
-                finished_at=finished_at,
-            )
-        )
+        row = {
+            "b_session_id": session_id,
+            "b_tool_call_id": tool_call_id,
+            "status": status,
+            "output": output,
+            "is_error": is_error,
+            "started_at": started_at,
+            "finished_at": finished_at,
+        }
+        # Group commit: completions that arrive while a write is in flight (parallel calls finishing
+        # together) share the next transaction. Each caller still returns only once its row is durable.
+        loop = asyncio.get_running_loop()
+        if self._batch_loop is not loop:
+            if self._completions:  # a batch of another event loop is pending: do not mix futures
 
-        def op(conn: sa.Connection) -> None:
-            conn.execute(statement)
+                def alone(conn: sa.Connection) -> None:
+                    conn.execute(_COMPLETE_CALL, [row])
 
-        await self._write("complete a tool call", op)
+                await self._write("complete a tool call", alone)
+                return
+            self._batch_loop = loop
+        done: asyncio.Future[None] = loop.create_future()
+        self._completions.append((row, done))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = loop.create_task(self._flush_completions())
+        await asyncio.shield(done)
+
+    async def _flush_completions(self) -> None:
+        while self._completions:
+            batch, self._completions = self._completions, []
+
+            def op(conn: sa.Connection, batch: list[tuple[Any, asyncio.Future[None]]] = batch) -> None:
+                conn.execute(_COMPLETE_CALL, [row for row, _ in batch])  # one executemany for the batch
+
+            try:
+                await self._write("complete a tool call", op)
+            except BaseException as exc:
+                for _, done in batch:
+                    if not done.done():
+                        done.set_exception(exc if isinstance(exc, Exception) else StoreError(str(exc)))
+                if not isinstance(exc, Exception):
+                    raise
+            else:
+                for _, done in batch:
+                    if not done.done():
+                        done.set_result(None)
 
     async def finish_step(
         self,
@@ -397,6 +430,22 @@ class SQLStore(Store):
             return await self._runner.run(op, write=False)
         except (SQLAlchemyError, OSError) as exc:
             raise StoreError(f"store failed to {what}: {_describe(exc)}") from exc
+
+
+_COMPLETE_CALL = (
+    sa.update(tool_calls)
+    .where(
+        tool_calls.c.session_id == sa.bindparam("b_session_id"),
+        tool_calls.c.tool_call_id == sa.bindparam("b_tool_call_id"),
+    )
+    .values(
+        status=sa.bindparam("status"),
+        output=sa.bindparam("output"),
+        is_error=sa.bindparam("is_error"),
+        started_at=sa.bindparam("started_at"),
+        finished_at=sa.bindparam("finished_at"),
+    )
+)
 
 
 class _AsyncRunner:
