@@ -140,7 +140,7 @@ async def run_level(sessions: int, hold: float) -> dict[str, Any]:
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
     levels = [50] if quick else [50, 200, 500]
-    return [asyncio.run(run_level(n, hold=2.0 if quick else 4.0)) for n in levels]
+    return [asyncio.run(run_level(n, hold=1.0 if quick else 4.0)) for n in levels]
 
 
 def table(rows: list[dict[str, Any]]) -> str:

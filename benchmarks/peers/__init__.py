@@ -1,0 +1,1 @@
+"""One module per framework, each running the same benchmark scenarios with its own test/fake model."""
