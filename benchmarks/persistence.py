@@ -23,9 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from toolwire import Agent
-from toolwire.store.sql import SQLStore
 from toolwire.messages import Usage
-from toolwire.models.base import Finish, Model, ModelRequest, ModelStreamPart, StreamStart, ToolInputEnd, ToolInputStart
+from toolwire.models.base import (
+    Finish,
+    Model,
+    ModelRequest,
+    ModelStreamPart,
+    StreamStart,
+    ToolInputEnd,
+    ToolInputStart,
+)
+from toolwire.store.sql import SQLStore
 
 
 class ToolThenText(Model):
