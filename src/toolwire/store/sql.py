@@ -89,6 +89,7 @@ class SQLStore(Store):
     def __init__(self, runner: _AsyncRunner | _ThreadRunner, *, postgres: bool) -> None:
         self._runner = runner
         self._postgres = postgres
+        self._ignoring: dict[tuple[str, tuple[str, ...]], sa.Insert] = {}
         self._completions: list[tuple[Any, asyncio.Future[None]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._batch_loop: asyncio.AbstractEventLoop | None = None
@@ -299,11 +300,9 @@ class SQLStore(Store):
             ):
                 return  # this step was already finished (a retry after a lost commit acknowledgement)
             # The session row is locked by _touch, so this read-modify-write cannot lose an update.
-            current = conn.scalar(sa.select(sessions.c.usage).where(sessions.c.id == session_id))
+            current = conn.scalar(_SESSION_USAGE, {"u_id": session_id})
             total = _usage_from_json(current) + usage
-            conn.execute(
-                sa.update(sessions).where(sessions.c.id == session_id).values(usage=_usage_to_json(total))
-            )
+            conn.execute(_SET_SESSION_USAGE, {"u_id": session_id, "u_usage": _usage_to_json(total)})
 
         await self._write("finish a step", op)
 
@@ -408,9 +407,13 @@ class SQLStore(Store):
     # -- plumbing ------------------------------------------------------------------------------
 
     def _insert_ignoring(self, table: sa.Table, conflict_columns: list[str]) -> sa.Insert:
-        if self._postgres:
-            return postgresql.insert(table).on_conflict_do_nothing(index_elements=conflict_columns)
-        return sqlite.insert(table).on_conflict_do_nothing(index_elements=conflict_columns)
+        key = (table.name, tuple(conflict_columns))
+        statement = self._ignoring.get(key)
+        if statement is None:
+            dialect_insert = postgresql.insert if self._postgres else sqlite.insert
+            statement = dialect_insert(table).on_conflict_do_nothing(index_elements=conflict_columns)
+            self._ignoring[key] = statement
+        return statement
 
     async def _write(self, what: str, op: Callable[[sa.Connection], T]) -> T:
         """Run ``op`` in one write transaction, retrying it when a concurrent writer won a race."""
@@ -604,12 +607,43 @@ def _usage_from_json(data: Any) -> Usage:
     return UsageAdapter.validate_python(data) if data else Usage()
 
 
+# The statements run on every step are built once: building one costs as much as executing it.
+_TOUCH = (
+    sa.update(sessions).where(sessions.c.id == sa.bindparam("t_id")).values(updated_at=sa.bindparam("t_now"))
+)
+_TOUCH_SEQ = (
+    sa.update(sessions)
+    .where(sessions.c.id == sa.bindparam("t_id"))
+    .values(
+        updated_at=sa.bindparam("t_now"),
+        last_seq=sa.case(
+            (
+                sessions.c.last_seq < sa.bindparam("t_seq", type_=sa.Integer),
+                sa.bindparam("t_seq", type_=sa.Integer),
+            ),
+            else_=sessions.c.last_seq,
+        ),
+    )
+)
+_MESSAGE_SLOT = sa.select(
+    sa.select(messages.c.session_id).where(messages.c.id == sa.bindparam("m_id")).scalar_subquery(),
+    sa.select(sa.func.coalesce(sa.func.max(messages.c.position) + 1, 0))
+    .where(messages.c.session_id == sa.bindparam("m_session"))
+    .scalar_subquery(),
+)
+_INSERT_MESSAGE = sa.insert(messages)
+_SESSION_USAGE = sa.select(sessions.c.usage).where(sessions.c.id == sa.bindparam("u_id"))
+_SET_SESSION_USAGE = (
+    sa.update(sessions).where(sessions.c.id == sa.bindparam("u_id")).values(usage=sa.bindparam("u_usage"))
+)
+
+
 def _touch(conn: sa.Connection, session_id: str, *, last_seq: int | None = None) -> None:
     """Bump ``updated_at`` (and ``last_seq``); on PostgreSQL its row lock serialises the session's writers."""
-    values: dict[str, Any] = {"updated_at": time.time()}
-    if last_seq is not None:
-        values["last_seq"] = sa.case((sessions.c.last_seq < last_seq, last_seq), else_=sessions.c.last_seq)
-    result = conn.execute(sa.update(sessions).where(sessions.c.id == session_id).values(**values))
+    if last_seq is None:
+        result = conn.execute(_TOUCH, {"t_id": session_id, "t_now": time.time()})
+    else:
+        result = conn.execute(_TOUCH_SEQ, {"t_id": session_id, "t_now": time.time(), "t_seq": last_seq})
     if result.rowcount != 1:
         raise StoreError(f"unknown session {session_id!r}: call ensure_session first")
 
@@ -626,30 +660,26 @@ def _insert_message(
     """Insert at the session's next position; False when this message id is already stored there."""
     if message.session_id not in (None, session_id):
         raise StoreError(f"message {message.id} belongs to session {message.session_id}, not {session_id}")
-    owner = conn.scalar(sa.select(messages.c.session_id).where(messages.c.id == message.id))
+    owner, position = conn.execute(_MESSAGE_SLOT, {"m_id": message.id, "m_session": session_id}).one()
     if owner is not None:
         if owner != session_id:
             raise StoreError(f"message id {message.id} is already stored in another session")
         return False
-    position = conn.scalar(
-        sa.select(sa.func.coalesce(sa.func.max(messages.c.position) + 1, 0)).where(
-            messages.c.session_id == session_id
-        )
-    )
     conn.execute(
-        sa.insert(messages).values(
-            id=message.id,
-            session_id=session_id,
-            position=position,
-            role=message.role,
-            parts=_parts_to_json(message.parts),
-            provider=message.provider,
-            model=message.model,
-            interaction_id=interaction_id,
-            step=step,
-            created_at=message.created_at,
+        _INSERT_MESSAGE,
+        {
+            "id": message.id,
+            "session_id": session_id,
+            "position": position,
+            "role": message.role,
+            "parts": _parts_to_json(message.parts),
+            "provider": message.provider,
+            "model": message.model,
+            "interaction_id": interaction_id,
+            "step": step,
+            "created_at": message.created_at,
             **(extra or {}),
-        )
+        },
     )
     return True
 
