@@ -224,7 +224,11 @@ async def test_native_events_stream_resume_and_reset() -> None:
             reset = await read_sse(stale, until=lambda f: True)
         assert reset[0]["data"] == {"type": "stream-reset"}
 
-        body = (await client.get("/api/sessions/s1/messages")).json()
+        for _ in range(200):  # the run records its last seq just after publishing interaction-end
+            body = (await client.get("/api/sessions/s1/messages")).json()
+            if not body["running"]:
+                break
+            await asyncio.sleep(0.02)
         assert [m["role"] for m in body["messages"]] == ["user", "assistant", "tool", "assistant"]
         assert body["last_seq"]["s1"] >= max(seqs)
         assert body["cursor"] == cursors[-1]
