@@ -10,6 +10,15 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from toolwire.messages import Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from toolwire.models.base import (
+    ModelStreamPart,
+    ReasoningDelta,
+    TextDelta,
+    ToolInputDelta,
+    ToolInputEnd,
+    ToolInputStart,
+    ToolResult,
+)
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 P = TypeVar("P", bound=Part)
@@ -59,6 +68,32 @@ def clean_part(part: P) -> P:
     return part
 
 
+def clean_stream_part(part: ModelStreamPart) -> ModelStreamPart:
+    """A model stream part made safe to encode, for every kind of delta alike.
+
+    The loop applies it once to each part it receives, so live events and the stored copy agree.
+    """
+    match part:
+        case TextDelta() | ReasoningDelta() | ToolInputDelta():
+            delta = clean_text(part.delta)
+            return part if delta is part.delta else replace(part, delta=delta)
+        case ToolInputStart():
+            name = clean_text(part.tool_name)
+            return part if name is part.tool_name else replace(part, tool_name=name)
+        case ToolInputEnd():
+            name = clean_text(part.tool_name)
+            if _clean_already(part.args):
+                args_json = clean_text(part.args_json)
+                if name is part.tool_name and args_json is part.args_json:
+                    return part
+                return replace(part, tool_name=name, args_json=args_json)
+            args = clean_json(part.args)
+            return replace(part, tool_name=name, args=args, args_json=json.dumps(args, separators=(",", ":")))
+        case ToolResult():
+            return part if _clean_already(part.output) else replace(part, output=clean_json(part.output))
+    return part
+
+
 def _clean_already(value: Any) -> bool:
     if isinstance(value, str):
         return clean_text(value) is value
@@ -67,3 +102,19 @@ def _clean_already(value: Any) -> bool:
     if isinstance(value, list):
         return all(_clean_already(v) for v in value)
     return True
+
+
+def truncate_output(output: Any, max_chars: int) -> Any:
+    """The one truncation rule for tool output shown to a model (live results and repaired ones alike).
+
+    ``max_chars <= 0`` keeps everything; numbers, booleans and ``None`` are never cut.
+    """
+    if max_chars <= 0 or output is None or isinstance(output, int | float | bool):
+        return output
+    text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+    if len(text) <= max_chars:
+        return output
+    return (
+        f"{text[:max_chars]}\n[output truncated: showing {max_chars:,} of "
+        f"{len(text):,} characters; the full output is kept in the session store]"
+    )

@@ -22,7 +22,8 @@
     ├── MaxStepsExceeded
     ├── NoObjectGenerated
     └── StoreError
-        └── SessionBusyError
+        ├── SessionBusyError
+        └── SessionAccessError
 
 Foreign exceptions are translated at the boundary with ``raise ... from exc``.
 """
@@ -161,6 +162,13 @@ class StoreError(ToolwireError):
 
 class SessionBusyError(StoreError):
     """Another run is already in progress on the same session."""
+
+
+class SessionAccessError(StoreError):
+    """The session belongs to another user (or another conversation): nothing was read or written.
+
+    The message never names the owner, so it can be shown to the caller.
+    """
 
 
 class RequestError(ToolwireError):

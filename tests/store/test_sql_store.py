@@ -337,9 +337,11 @@ async def test_message_session_id_and_idempotent_append(store: SQLStore) -> None
     assert await store.raw_messages(SID) == [replace(detached, session_id=SID)]
     with pytest.raises(StoreError, match="belongs to session"):
         await store.append_message(SID, Message.user("x", session_id="other"), interaction_id="i")
-    with pytest.raises(StoreError, match="another session"):
-        await store.append_message("other", detached, interaction_id="i")
+    # Message identity is scoped to the session: the same id in another session is another message
+    # (client-chosen ids must neither collide with nor reveal another user's).
+    await store.append_message("other", detached, interaction_id="i")
     assert await _positions(store) == [(0, "m_detached")]
+    assert await store.raw_messages("other") == [replace(detached, session_id="other")]
 
 
 # -- the step hook -----------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic_core import to_jsonable_python
 
 from toolwire._partial_json import PartialJSONParser
-from toolwire._text import clean_part, clean_text
+from toolwire._text import clean_part, clean_stream_part, clean_text
 from toolwire.agent.output import FINAL_RESULT_TOOL, OutputSpec, OutputValidationError
 from toolwire.errors import (
     DriverError,
@@ -88,7 +88,7 @@ from toolwire.models.base import (
     closing,
 )
 from toolwire.pricing import total_cost
-from toolwire.store.base import SessionInfo, StepRecord, Store, ToolCallRecord, lock_owner
+from toolwire.store.base import SessionInfo, StepRecord, Store, ToolCallRecord, check_owner, lock_owner
 from toolwire.tools.context import RunContext
 from toolwire.tools.executor import ToolOutcome
 
@@ -166,6 +166,14 @@ class _Failed:
     error: BaseException
 
 
+@dataclass(slots=True)
+class _Unnumbered:
+    """An event queued by a running tool; it gets its seq when the loop publishes it."""
+
+    cls: type[Any]
+    fields: dict[str, Any]
+
+
 class AgentRun:
     """One interaction in progress: iterate it for events; ``result`` is set once it completed."""
 
@@ -184,8 +192,10 @@ class AgentRun:
         self.agent = agent
         parent_run = parent.sink if parent is not None and isinstance(parent.sink, AgentRun) else None
         self._parent_run = parent_run
-        if user_id is None:
-            user_id = agent.user_id if agent.user_id is not None or parent_run is None else parent_run.owner
+        if parent_run is not None:
+            user_id = parent_run.owner  # a sub-session always belongs to its parent's owner
+        elif user_id is None:
+            user_id = agent.user_id
         self.user_id: str | None = user_id
         self.store: Store | None = None
         """The store this run persists to (set when the run starts)."""
@@ -210,7 +220,8 @@ class AgentRun:
         self._executions: list[ToolExecution] = []
         self._step_usage: list[Usage] = []
         self._step_models: list[tuple[str | None, str | None]] = []
-        self._open_step: tuple[int, list[ToolCallPart], dict[str, ToolOutcome]] | None = None
+        self._open_step: tuple[int, str, list[ToolCallPart], dict[str, ToolOutcome]] | None = None
+        """(step, assistant message id, calls, outcomes so far) while a step's tools run."""
         self._output: OutputSpec | None = agent.output_spec
         self._history: list[Message] = []
         self._lock_owner = ""
@@ -249,14 +260,23 @@ class AgentRun:
         )
 
     def tool_event(self, kind: str, tool_call_id: str | None, fields: dict[str, Any]) -> None:
-        """EventSink: events a running tool emits through its RunContext."""
+        """EventSink: events a running tool emits through its RunContext (numbered when published)."""
         if self._queue is not None:
-            self._queue.put_nowait(self._ev(_EVENT_KINDS[kind], tool_call_id=tool_call_id, **fields))
+            self._queue.put_nowait(_Unnumbered(_EVENT_KINDS[kind], {"tool_call_id": tool_call_id, **fields}))
 
     def forward(self, event: AgentEvent) -> None:
         """EventSink: a sub-agent's events, forwarded unchanged (they keep their own session envelope)."""
         if self._queue is not None:
             self._queue.put_nowait(event)
+
+    def _numbered(self, item: Any) -> AgentEvent:
+        """A queued event as published: seq is taken now, so it follows publication order (a heartbeat
+        yielded meanwhile can never carry a higher seq than a progress event published after it)."""
+        if isinstance(item, _Unnumbered):
+            event: AgentEvent = self._ev(item.cls, **item.fields)
+            return event
+        result: AgentEvent = item  # a sub-agent's event: numbered in its own session
+        return result
 
     @property
     def owner(self) -> str | None:
@@ -284,13 +304,18 @@ class AgentRun:
                 agent_name=agent.name,
             )
         )
+        # The stored row decides: a session created by someone else (or elsewhere in the tree) is refused
+        # before anything is read or written.
+        check_owner(info, self.user_id, parent_session_id=self.parent_session_id)
         self._seq = self._persisted_seq = info.last_seq
         self._lock_owner = lock_owner(self.interaction_id)
         await store.lock_session(self.session_id, self._lock_owner, ttl=_LOCK_TTL)
         self._locked_at = time.monotonic()
         error: BaseException | None = None
         try:
-            self._history = await store.load_history(self.session_id, mark_interrupted=True)
+            self._history = await store.load_history(
+                self.session_id, mark_interrupted=True, max_output_chars=agent.max_tool_output_chars
+            )
             yield self._ev(
                 InteractionStart,
                 prompt=self.prompt,
@@ -320,27 +345,35 @@ class AgentRun:
                 self._status = "error"
             raise
         finally:
+            ending: list[AgentEvent] = []
             try:
                 await self._close_open_step(store)
                 self.result = self._make_result()
                 # A closed generator (GeneratorExit) or a cancelled task cannot yield any more.
                 if not isinstance(error, GeneratorExit | asyncio.CancelledError):
                     if error is not None:
-                        yield self._ev(
-                            ErrorEvent,
-                            error_type=type(error).__name__,
-                            message=str(error),
-                            retryable=bool(getattr(error, "retryable", False)),
+                        ending.append(
+                            self._ev(
+                                ErrorEvent,
+                                error_type=type(error).__name__,
+                                message=str(error),
+                                retryable=bool(getattr(error, "retryable", False)),
+                            )
                         )
-                    yield self._ev(
-                        InteractionEnd,
-                        status=self._status,
-                        output=self._text_output,
-                        usage=self.result.usage,
-                        error=_describe(error) if error is not None else None,
+                    ending.append(
+                        self._ev(
+                            InteractionEnd,
+                            status=self._status,
+                            output=self._text_output,
+                            usage=self.result.usage,
+                            error=_describe(error) if error is not None else None,
+                        )
                     )
             finally:
+                # Released BEFORE the end is announced: a client that saw the end can start the next turn.
                 await self._release(store)
+            for event in ending:
+                yield event
 
     async def _step(self, step: int, store: Store) -> AsyncGenerator[AgentEvent, None]:
         """One model step, its tools, its persistence, and the decision whether the run is done."""
@@ -375,17 +408,17 @@ class AgentRun:
         outcomes: dict[str, ToolOutcome] = {}
         accepted, output_error = _NOTHING, ""
         if calls:
-            self._open_step = (step, calls, outcomes)
+            self._open_step = (step, assistant.id, calls, outcomes)
             spec = self._output
             if spec is not None and spec.mode == "tool":
                 accepted, output_error = self._settle_final_result(calls, spec, outcomes)
                 for settled in list(outcomes.values()):
-                    await self._record_outcome(store, settled)
+                    await self._record_outcome(store, settled, assistant.id)
                     yield self._complete_event(settled, executed=False)
             to_run = [c for c in calls if c.tool_call_id not in outcomes]
             if to_run:
                 async with aclosing(
-                    self._run_tools(to_run, builder.args_errors, step, store, outcomes)
+                    self._run_tools(to_run, builder.args_errors, step, store, outcomes, assistant.id)
                 ) as events:
                     async for event in events:
                         yield event
@@ -502,7 +535,8 @@ class AgentRun:
             self._partial, self._partial_call, self._last_partial = None, None, None
             try:
                 async with closing(agent.driver.stream_step(agent.model, request)) as parts:
-                    async for part in parts:
+                    async for raw in parts:
+                        part = clean_stream_part(raw)  # once, here: live events and the stored copy agree
                         builder.add(part)
                         if isinstance(part, StreamError):
                             raise part.error
@@ -627,10 +661,11 @@ class AgentRun:
         except OutputValidationError as exc:
             return _NOTHING, str(exc)
 
-    async def _record_outcome(self, store: Store, outcome: ToolOutcome) -> None:
+    async def _record_outcome(self, store: Store, outcome: ToolOutcome, message_id: str) -> None:
         await store.complete_tool_call(
             self.session_id,
             outcome.call.tool_call_id,
+            message_id=message_id,
             status=outcome.status,
             output=outcome.full_output,
             is_error=outcome.result.is_error,
@@ -654,7 +689,7 @@ class AgentRun:
                 return self._ev(
                     ReasoningDeltaEvent,
                     id=f"{message_id}-{part.id}",
-                    delta=clean_text(part.delta),
+                    delta=part.delta,
                     message_id=message_id,
                 )
             case ReasoningEnd():
@@ -669,7 +704,7 @@ class AgentRun:
                     provider_metadata=part.provider_metadata,
                 )
             case ToolInputDelta():
-                return self._ev(ToolInputDeltaEvent, tool_call_id=part.id, delta=clean_text(part.delta))
+                return self._ev(ToolInputDeltaEvent, tool_call_id=part.id, delta=part.delta)
             case ToolInputEnd():
                 return self._ev(
                     ToolInputAvailableEvent,
@@ -706,6 +741,7 @@ class AgentRun:
         step: int,
         store: Store,
         outcomes: dict[str, ToolOutcome],
+        message_id: str,
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run the step's calls (concurrently unless one is sequential), streaming their events as they happen."""
         ctx = RunContext(
@@ -728,19 +764,21 @@ class AgentRun:
             started = time.time()
             running[call.tool_call_id] = (call.tool_name, started)
             queue.put_nowait(
-                self._ev(
+                _Unnumbered(
                     ToolCallActive,
-                    tool_call_id=call.tool_call_id,
-                    tool_name=call.tool_name,
-                    args=call.args,
-                    started_at=started,
+                    {
+                        "tool_call_id": call.tool_call_id,
+                        "tool_name": call.tool_name,
+                        "args": call.args,
+                        "started_at": started,
+                    },
                 )
             )
             outcome = await executor.execute(
                 call, ctx.for_call(call), args_error=args_errors.get(call.tool_call_id)
             )
             running.pop(call.tool_call_id, None)
-            await self._record_outcome(store, outcome)
+            await self._record_outcome(store, outcome, message_id)
             outcomes[call.tool_call_id] = outcome
             queue.put_nowait(_Done(outcome))
 
@@ -776,11 +814,11 @@ class AgentRun:
                 elif isinstance(item, _Failed):
                     raise item.error
                 else:
-                    yield item
+                    yield self._numbered(item)
             while not queue.empty():  # events a tool emitted after its result (rare) still reach clients
                 item = queue.get_nowait()
                 if not isinstance(item, _Done | _Failed):
-                    yield item
+                    yield self._numbered(item)
         finally:
             self._queue = None
             for task in tasks:
@@ -856,7 +894,7 @@ class AgentRun:
         """The run stopped while tools ran: record the unfinished calls as cancelled so history stays valid."""
         if self._open_step is None:
             return
-        step, calls, outcomes = self._open_step
+        step, message_id, calls, outcomes = self._open_step
         self._open_step = None
         try:
             results: list[ToolResultPart] = []
@@ -869,6 +907,7 @@ class AgentRun:
                 await store.complete_tool_call(
                     self.session_id,
                     call.tool_call_id,
+                    message_id=message_id,
                     status="cancelled",
                     output=CANCELLED_OUTPUT,
                     is_error=True,

@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias
 
-from toolwire.errors import SessionBusyError
+from toolwire._text import truncate_output
+from toolwire.errors import SessionAccessError, SessionBusyError
 from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage
 
 ToolCallRowStatus: TypeAlias = Literal["pending", "ok", "error", "interrupted", "blocked", "cancelled"]
@@ -48,6 +49,23 @@ class SessionInfo:
     last_seq: int = 0
     usage: Usage = field(default_factory=Usage)
     """Summed over every step of every run of the session."""
+
+
+CallKey: TypeAlias = tuple[str, str]
+"""A tool call's identity within a session: ``(message_id, tool_call_id)``. Providers may repeat a call
+id in later steps (``call_0`` every turn), so the id alone would alias an earlier call's result."""
+
+
+def check_owner(info: SessionInfo, user_id: str | None, *, parent_session_id: str | None = None) -> None:
+    """Raise :class:`SessionAccessError` unless ``user_id`` may act on the stored session ``info``.
+
+    ``user_id=None`` is trusted library code acting for nobody in particular; a session stored without
+    an owner can only be used that way. A sub-session must hang under the expected parent.
+    """
+    if user_id is not None and info.user_id != user_id:
+        raise SessionAccessError(f"session {info.id!r} belongs to another user")
+    if parent_session_id is not None and info.parent_session_id != parent_session_id:
+        raise SessionAccessError(f"session {info.id!r} is not a sub-session of {parent_session_id!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,6 +127,18 @@ class Store(ABC):
     async def append_message(self, session_id: str, message: Message, *, interaction_id: str) -> None: ...
 
     @abstractmethod
+    async def import_history(
+        self, info: SessionInfo, messages: Sequence[Message], *, interaction_id: str
+    ) -> bool:
+        """Start a conversation from a history that came from elsewhere (a client), in ONE transaction.
+
+        Creates the session for ``info.user_id`` if it does not exist; raises :class:`SessionAccessError`
+        (writing nothing) when it exists for another user. Writes the messages only when the session
+        holds none yet (the store is authoritative afterwards), so re-sending the same conversation is
+        idempotent. Returns whether the messages were written.
+        """
+
+    @abstractmethod
     async def begin_step(self, record: StepRecord) -> None:
         """Assistant message + pending tool calls, one transaction. Idempotent on (session_id, tool_call_id)."""
 
@@ -123,7 +153,10 @@ class Store(ABC):
         is_error: bool,
         started_at: float | None,
         finished_at: float | None,
-    ) -> None: ...
+        message_id: str | None = None,
+    ) -> None:
+        """Record a call's outcome. ``message_id`` (the step's assistant message) names the call exactly;
+        without it the latest row with that ``tool_call_id`` is updated."""
 
     @abstractmethod
     async def finish_step(
@@ -147,19 +180,22 @@ class Store(ABC):
         """Tool call rows of the session, in the order they were recorded."""
 
     @abstractmethod
-    async def mark_interrupted(self, session_id: str, tool_call_ids: Sequence[str]) -> None:
+    async def mark_interrupted(self, session_id: str, calls: Sequence[CallKey]) -> None:
         """Set ``pending`` rows to ``interrupted`` (called by :meth:`load_history`)."""
 
-    async def load_history(self, session_id: str, *, mark_interrupted: bool = False) -> list[Message]:
+    async def load_history(
+        self, session_id: str, *, mark_interrupted: bool = False, max_output_chars: int = 0
+    ) -> list[Message]:
         """The stored history, repaired so it is valid to send to any provider.
 
         Only the holder of the session lock (the loop, at the start of a run) may pass
         ``mark_interrupted=True`` to record unfinished calls as interrupted: any other reader could be
-        looking at a live run whose tool is still executing.
+        looking at a live run whose tool is still executing. Results recovered from tool-call rows (the
+        full output) are cut to ``max_output_chars`` by the same rule as live results.
         """
         messages = await self.raw_messages(session_id)
-        records = {r.tool_call_id: r for r in await self.tool_calls(session_id)}
-        repaired, interrupted = repair_history(messages, records)
+        records = {(r.message_id, r.tool_call_id): r for r in await self.tool_calls(session_id)}
+        repaired, interrupted = repair_history(messages, records, max_output_chars=max_output_chars)
         if interrupted and mark_interrupted:
             await self.mark_interrupted(session_id, interrupted)
         return repaired
@@ -170,6 +206,19 @@ class Store(ABC):
     async def unlock_session(self, session_id: str, owner: str) -> None: ...
 
     async def close(self) -> None: ...
+
+
+def _process_start(pid: int) -> str:
+    """The process's start time in clock ticks since boot (``/proc/PID/stat`` field 22), or ``""``.
+
+    With the boot id it names one process for good: a PID reused later (a container restarted as PID 1)
+    has another start time.
+    """
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[19]
+    except (OSError, IndexError):
+        return ""
 
 
 def _host_identity() -> str:
@@ -183,11 +232,21 @@ def _host_identity() -> str:
 
 
 _HOST = _host_identity()
+_PROCESS = (os.getpid(), _process_start(os.getpid()))
 
 
 def lock_owner(run_id: str) -> str:
-    """A lock owner naming this host and process, so a lock left by a killed process can be reclaimed."""
-    return f"{_HOST}/{os.getpid()}/{run_id}"
+    """A lock owner naming this host and process (pid and start time), so a lock left by a killed
+    process can be reclaimed, even when a restarted process got the same PID."""
+    pid = os.getpid()
+    if _PROCESS[0] != pid:  # forked since import
+        _refresh_process()
+    return f"{_HOST}/{pid}.{_PROCESS[1]}/{run_id}"
+
+
+def _refresh_process() -> None:
+    global _PROCESS
+    _PROCESS = (os.getpid(), _process_start(os.getpid()))
 
 
 def owner_is_dead(owner: str) -> bool:
@@ -196,10 +255,13 @@ def owner_is_dead(owner: str) -> bool:
     Owners on other hosts are never judged dead here; their locks expire by TTL instead.
     """
     host, _, rest = owner.partition("/")
-    pid_text, _, _ = rest.partition("/")
+    process, _, _ = rest.partition("/")
+    pid_text, _, started = process.partition(".")
     if host != _HOST or not pid_text.isdigit():
         return False
     pid = int(pid_text)
+    if started and started != _process_start(pid):
+        return True  # that PID is gone, or now names another process (PID reuse after a restart)
     if pid == os.getpid():
         return False
     try:
@@ -216,16 +278,16 @@ def owner_is_dead(owner: str) -> bool:
 
 
 def repair_history(
-    messages: Sequence[Message], records: dict[str, ToolCallRecord]
-) -> tuple[list[Message], list[str]]:
+    messages: Sequence[Message], records: dict[CallKey, ToolCallRecord], *, max_output_chars: int = 0
+) -> tuple[list[Message], list[CallKey]]:
     """Give every client-executed tool call exactly one result, right after its assistant message, in call order.
 
     Missing results come from the tool_calls row when the tool finished (``ok`` / ``error``); otherwise
     the call is *interrupted* and gets a synthetic error result. Results whose call is not in the
-    history are dropped. Returns the repaired history and the ids newly found interrupted.
+    history are dropped. Returns the repaired history and the calls newly found interrupted.
     """
     out: list[Message] = []
-    interrupted: list[str] = []
+    interrupted: list[CallKey] = []
     i = 0
     while i < len(messages):
         message = messages[i]
@@ -248,10 +310,10 @@ def repair_history(
         results: list[ToolResultPart] = []
         for call in calls:
             result: ToolResultPart | None = found.get(call.tool_call_id) or _result_from_record(
-                call, records.get(call.tool_call_id)
+                call, records.get((message.id, call.tool_call_id)), max_output_chars
             )
             if result is None:
-                interrupted.append(call.tool_call_id)
+                interrupted.append((message.id, call.tool_call_id))
                 result = ToolResultPart(
                     tool_call_id=call.tool_call_id,
                     tool_name=call.tool_name,
@@ -278,7 +340,9 @@ def repair_history(
     return out, interrupted
 
 
-def _result_from_record(call: ToolCallPart, record: ToolCallRecord | None) -> ToolResultPart | None:
+def _result_from_record(
+    call: ToolCallPart, record: ToolCallRecord | None, max_output_chars: int
+) -> ToolResultPart | None:
     if record is None or record.status in ("pending",):
         return None
     if record.status == "interrupted":
@@ -288,7 +352,7 @@ def _result_from_record(call: ToolCallPart, record: ToolCallRecord | None) -> To
     return ToolResultPart(
         tool_call_id=call.tool_call_id,
         tool_name=call.tool_name,
-        output=record.output,
+        output=truncate_output(record.output, max_output_chars),
         is_error=record.is_error,
     )
 
@@ -299,7 +363,7 @@ class MemoryStore(Store):
     def __init__(self) -> None:
         self._sessions: dict[str, SessionInfo] = {}
         self._messages: dict[str, list[Message]] = {}
-        self._calls: dict[str, dict[str, ToolCallRecord]] = {}
+        self._calls: dict[str, dict[CallKey, ToolCallRecord]] = {}
         self._locks: dict[str, tuple[str, float]] = {}
         self._mutex = asyncio.Lock()
 
@@ -331,11 +395,22 @@ class MemoryStore(Store):
         self._messages[session_id].append(message)
         self._touch(session_id)
 
+    async def import_history(
+        self, info: SessionInfo, messages: Sequence[Message], *, interaction_id: str
+    ) -> bool:
+        stored = await self.ensure_session(info)
+        check_owner(stored, info.user_id)
+        if self._messages[info.id]:
+            return False
+        self._messages[info.id].extend(messages)
+        self._touch(info.id)
+        return True
+
     async def begin_step(self, record: StepRecord) -> None:
         self._messages[record.session_id].append(record.message)
         calls = self._calls[record.session_id]
         for call in record.tool_calls:
-            calls.setdefault(call.tool_call_id, call)
+            calls.setdefault((call.message_id, call.tool_call_id), call)
         self._touch(record.session_id)
 
     async def complete_tool_call(
@@ -348,11 +423,16 @@ class MemoryStore(Store):
         is_error: bool,
         started_at: float | None,
         finished_at: float | None,
+        message_id: str | None = None,
     ) -> None:
         calls = self._calls[session_id]
-        record = calls.get(tool_call_id)
+        if message_id is None:  # the latest call with that id
+            key = next((k for k in reversed(calls) if k[1] == tool_call_id), ("", tool_call_id))
+        else:
+            key = (message_id, tool_call_id)
+        record = calls.get(key)
         if record is not None:
-            calls[tool_call_id] = replace(
+            calls[key] = replace(
                 record,
                 status=status,
                 output=output,
@@ -384,11 +464,11 @@ class MemoryStore(Store):
     async def tool_calls(self, session_id: str) -> list[ToolCallRecord]:
         return list(self._calls.get(session_id, {}).values())
 
-    async def mark_interrupted(self, session_id: str, tool_call_ids: Sequence[str]) -> None:
-        for tool_call_id in tool_call_ids:
-            record = self._calls[session_id].get(tool_call_id)
+    async def mark_interrupted(self, session_id: str, calls: Sequence[CallKey]) -> None:
+        for key in calls:
+            record = self._calls[session_id].get(key)
             if record is not None and record.status == "pending":
-                self._calls[session_id][tool_call_id] = replace(
+                self._calls[session_id][key] = replace(
                     record, status="interrupted", output=INTERRUPTED_OUTPUT, is_error=True
                 )
 

@@ -47,8 +47,10 @@ sessions = sa.Table(
 messages = sa.Table(
     "toolwire_messages",
     metadata,
+    # A message id is unique within its session only: ids may come from clients (AI SDK UI message ids),
+    # and one user's ids must neither collide with nor reveal another user's.
     sa.Column("id", _ID, primary_key=True),
-    sa.Column("session_id", _ID, sa.ForeignKey(sessions.c.id, ondelete="CASCADE"), nullable=False),
+    sa.Column("session_id", _ID, sa.ForeignKey(sessions.c.id, ondelete="CASCADE"), primary_key=True),
     # Dense and monotonic per session, starting at 0: the order of the history.
     sa.Column("position", sa.Integer, nullable=False),
     sa.Column("role", sa.String(16), nullable=False),
@@ -87,7 +89,10 @@ tool_calls = sa.Table(
     sa.Column("provider", sa.String(255), nullable=True),
     sa.Column("model", sa.String(255), nullable=True),
     sa.Column("interaction_id", _ID, nullable=True),
-    sa.UniqueConstraint("session_id", "tool_call_id", name="uq_toolwire_tool_calls_session_call"),
+    # Providers may repeat a call id in later steps: a call is named by its assistant message too.
+    sa.UniqueConstraint(
+        "session_id", "message_id", "tool_call_id", name="uq_toolwire_tool_calls_session_message_call"
+    ),
     sa.CheckConstraint(
         "status IN (" + ", ".join(f"'{s}'" for s in TOOL_CALL_STATUSES) + ")",
         name="ck_toolwire_tool_calls_status",

@@ -49,11 +49,13 @@ from toolwire.messages import (
 from toolwire.store import DEFAULT_URL
 from toolwire.store.base import (
     INTERRUPTED_OUTPUT,
+    CallKey,
     SessionInfo,
     StepRecord,
     Store,
     ToolCallRecord,
     ToolCallRowStatus,
+    check_owner,
     owner_is_dead,
 )
 from toolwire.store.schema import messages, metadata, sessions, tool_calls
@@ -144,6 +146,7 @@ class SQLStore(Store):
                 # Concurrent CREATE TABLE IF NOT EXISTS can still collide on PostgreSQL's catalogs.
                 conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK_KEY)))
             metadata.create_all(conn)
+            _check_schema(conn)
 
         await self._write("create the schema", op)
 
@@ -153,24 +156,25 @@ class SQLStore(Store):
     # -- sessions ------------------------------------------------------------------------------
 
     async def ensure_session(self, info: SessionInfo) -> SessionInfo:
-        def op(conn: sa.Connection) -> SessionInfo:
-            values = {
-                "id": info.id,
-                "parent_session_id": info.parent_session_id,
-                "user_session_id": info.user_session_id,
-                "user_id": info.user_id,
-                "agent_name": info.agent_name,
-                "title": info.title,
-                "created_at": info.created_at,
-                "updated_at": info.updated_at,
-                "last_seq": info.last_seq,
-                "usage": _usage_to_json(info.usage),
-            }
-            conn.execute(self._insert_ignoring(sessions, ["id"]).values(**values))
-            row = (conn.execute(sa.select(sessions).where(sessions.c.id == info.id))).one()
-            return _session_from_row(row)
+        return await self._write("ensure a session", lambda conn: self._ensure_session(conn, info))
 
-        return await self._write("ensure a session", op)
+    def _ensure_session(self, conn: sa.Connection, info: SessionInfo) -> SessionInfo:
+        """Insert the row unless it exists, then read it: the first writer fixes the owner, atomically."""
+        values = {
+            "id": info.id,
+            "parent_session_id": info.parent_session_id,
+            "user_session_id": info.user_session_id,
+            "user_id": info.user_id,
+            "agent_name": info.agent_name,
+            "title": info.title,
+            "created_at": info.created_at,
+            "updated_at": info.updated_at,
+            "last_seq": info.last_seq,
+            "usage": _usage_to_json(info.usage),
+        }
+        conn.execute(self._insert_ignoring(sessions, ["id"]).values(**values))
+        row = (conn.execute(sa.select(sessions).where(sessions.c.id == info.id))).one()
+        return _session_from_row(row)
 
     async def get_session(self, session_id: str) -> SessionInfo | None:
         query = sa.select(sessions).where(sessions.c.id == session_id)
@@ -199,6 +203,21 @@ class SQLStore(Store):
 
         await self._write("append a message", op)
 
+    async def import_history(
+        self, info: SessionInfo, messages: Sequence[Message], *, interaction_id: str
+    ) -> bool:
+        def op(conn: sa.Connection) -> bool:
+            stored = self._ensure_session(conn, info)
+            check_owner(stored, info.user_id)  # raises before anything of this request is written
+            _touch(conn, info.id)  # takes the session row lock on PostgreSQL: one import at a time
+            if conn.execute(_HAS_MESSAGES, {"h_session": info.id}).first() is not None:
+                return False  # the store holds the conversation already: it stays authoritative
+            for message in messages:
+                _insert_message(conn, info.id, message, interaction_id=interaction_id)
+            return True
+
+        return await self._write("import a history", op)
+
     async def begin_step(self, record: StepRecord) -> None:
         session_id = record.session_id
         rows = [_tool_call_row(session_id, call) for call in record.tool_calls]
@@ -220,8 +239,10 @@ class SQLStore(Store):
                 extra=step_columns,
             )
             if rows:
-                # Idempotent on (session_id, tool_call_id): a retried step records each call once.
-                conn.execute(self._insert_ignoring(tool_calls, ["session_id", "tool_call_id"]), rows)
+                # Idempotent per call: a retried step records each call once.
+                conn.execute(
+                    self._insert_ignoring(tool_calls, ["session_id", "message_id", "tool_call_id"]), rows
+                )
 
         await self._write("begin a step", op)
 
@@ -235,9 +256,22 @@ class SQLStore(Store):
         is_error: bool,
         started_at: float | None,
         finished_at: float | None,
+        message_id: str | None = None,
     ) -> None:
+        if message_id is None:  # the latest call with this id (callers that do not know the message)
+            latest = (
+                sa.select(tool_calls.c.message_id)
+                .where(tool_calls.c.session_id == session_id, tool_calls.c.tool_call_id == tool_call_id)
+                .order_by(tool_calls.c.id.desc())
+                .limit(1)
+            )
+            found = await self._read("find a tool call", lambda conn: conn.execute(latest).scalar())
+            if found is None:
+                return
+            message_id = found
         row = {
             "b_session_id": session_id,
+            "b_message_id": message_id,
             "b_tool_call_id": tool_call_id,
             "status": status,
             "output": output,
@@ -316,21 +350,13 @@ class SQLStore(Store):
         rows = await self._read("read tool calls", lambda conn: conn.execute(query).all())
         return [_tool_call_from_row(row) for row in rows]
 
-    async def mark_interrupted(self, session_id: str, tool_call_ids: Sequence[str]) -> None:
-        if not tool_call_ids:
+    async def mark_interrupted(self, session_id: str, calls: Sequence[CallKey]) -> None:
+        if not calls:
             return
-        statement = (
-            sa.update(tool_calls)
-            .where(
-                tool_calls.c.session_id == session_id,
-                tool_calls.c.tool_call_id.in_(list(tool_call_ids)),
-                tool_calls.c.status == "pending",
-            )
-            .values(status="interrupted", output=INTERRUPTED_OUTPUT, is_error=True)
-        )
+        rows = [{"i_session": session_id, "i_message": m, "i_call": c} for m, c in calls]
 
         def op(conn: sa.Connection) -> None:
-            conn.execute(statement)
+            conn.execute(_MARK_INTERRUPTED, rows)
 
         await self._write("mark tool calls interrupted", op)
 
@@ -435,10 +461,21 @@ class SQLStore(Store):
             raise StoreError(f"store failed to {what}: {_describe(exc)}") from exc
 
 
+_MARK_INTERRUPTED = (
+    sa.update(tool_calls)
+    .where(
+        tool_calls.c.session_id == sa.bindparam("i_session"),
+        tool_calls.c.message_id == sa.bindparam("i_message"),
+        tool_calls.c.tool_call_id == sa.bindparam("i_call"),
+        tool_calls.c.status == "pending",
+    )
+    .values(status="interrupted", output=INTERRUPTED_OUTPUT, is_error=True)
+)
 _COMPLETE_CALL = (
     sa.update(tool_calls)
     .where(
         tool_calls.c.session_id == sa.bindparam("b_session_id"),
+        tool_calls.c.message_id == sa.bindparam("b_message_id"),
         tool_calls.c.tool_call_id == sa.bindparam("b_tool_call_id"),
     )
     .values(
@@ -552,6 +589,16 @@ def _configure_sqlite(engine: sa.Engine, url: URL) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
+def _check_schema(conn: sa.Connection) -> None:
+    """Refuse a database made by toolwire 0.1 (global message ids, calls keyed by id only)."""
+    keys = sa.inspect(conn).get_pk_constraint(messages.name).get("constrained_columns") or []
+    if "session_id" not in keys:
+        raise ConfigError(
+            "this database was created by toolwire 0.1 (message ids were global); "
+            "export what you need and start a new database file or schema"
+        )
+
+
 def _retryable(exc: DBAPIError) -> bool:
     """A lost race (unique violation), a serialization failure or a deadlock: running again can succeed."""
     state = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
@@ -626,12 +673,15 @@ _TOUCH_SEQ = (
     )
 )
 _MESSAGE_SLOT = sa.select(
-    sa.select(messages.c.session_id).where(messages.c.id == sa.bindparam("m_id")).scalar_subquery(),
+    sa.select(messages.c.session_id)
+    .where(messages.c.session_id == sa.bindparam("m_session"), messages.c.id == sa.bindparam("m_id"))
+    .scalar_subquery(),
     sa.select(sa.func.coalesce(sa.func.max(messages.c.position) + 1, 0))
     .where(messages.c.session_id == sa.bindparam("m_session"))
     .scalar_subquery(),
 )
 _INSERT_MESSAGE = sa.insert(messages)
+_HAS_MESSAGES = sa.select(messages.c.id).where(messages.c.session_id == sa.bindparam("h_session")).limit(1)
 _SESSION_USAGE = sa.select(sessions.c.usage).where(sessions.c.id == sa.bindparam("u_id"))
 _SET_SESSION_USAGE = (
     sa.update(sessions).where(sessions.c.id == sa.bindparam("u_id")).values(usage=sa.bindparam("u_usage"))
@@ -660,10 +710,8 @@ def _insert_message(
     """Insert at the session's next position; False when this message id is already stored there."""
     if message.session_id not in (None, session_id):
         raise StoreError(f"message {message.id} belongs to session {message.session_id}, not {session_id}")
-    owner, position = conn.execute(_MESSAGE_SLOT, {"m_id": message.id, "m_session": session_id}).one()
-    if owner is not None:
-        if owner != session_id:
-            raise StoreError(f"message id {message.id} is already stored in another session")
+    stored, position = conn.execute(_MESSAGE_SLOT, {"m_id": message.id, "m_session": session_id}).one()
+    if stored is not None:
         return False
     conn.execute(
         _INSERT_MESSAGE,

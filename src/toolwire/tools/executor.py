@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from toolwire._text import clean_json, clean_text
+from toolwire._text import clean_json, clean_text, truncate_output
 from toolwire.errors import (
     ToolArgumentsError,
     ToolBlockedError,
@@ -215,19 +215,7 @@ class ToolExecutor:
             ) from exc
 
     def _truncate(self, output: Any) -> Any:
-        if self.max_output_chars <= 0:
-            return output
-        text = output if isinstance(output, str) else None
-        if text is None:
-            if isinstance(output, int | float | bool) or output is None:
-                return output
-            text = json.dumps(output, ensure_ascii=False)
-        if len(text) <= self.max_output_chars:
-            return output
-        return (
-            f"{text[: self.max_output_chars]}\n[output truncated: showing {self.max_output_chars:,} of "
-            f"{len(text):,} characters; the full output is kept in the session store]"
-        )
+        return truncate_output(output, self.max_output_chars)
 
 
 def _jsonable(value: Any) -> tuple[Any, bool]:
