@@ -108,6 +108,17 @@ def _parser() -> argparse.ArgumentParser:
         "--ai-sdk-version",
         help="AI SDK client version to speak to, e.g. 5.0.200 (default: the newest 6.x)",
     )
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a web origin (scheme://host[:port]) whose pages may use this server; repeatable",
+    )
+    serve.add_argument("--max-connections", type=int, help="open connections at most (default 1000)")
+    serve.add_argument(
+        "--header-timeout", type=float, default=10.0, help="seconds to send a request head (default 10)"
+    )
     serve.set_defaults(handler=_cmd_serve)
     return parser
 
@@ -360,7 +371,7 @@ async def _cmd_sessions_show(args: argparse.Namespace) -> int:
 
 
 async def _session_cost(store: Any, session_id: str, history: Sequence[Message]) -> str:
-    """", cost $X" from the per-step usage kept on stored steps, priced per answering model."""
+    """ ", cost $X" from the per-step usage kept on stored steps, priced per answering model."""
     steps = getattr(store, "steps", None)
     if steps is None:
         return ""
@@ -404,9 +415,18 @@ async def _cmd_serve(args: argparse.Namespace) -> int:
         raise ToolwireError(
             f"the server needs the 'server' extra: pip install 'toolwire[server]' ({exc})"
         ) from exc
+    limits = importlib.import_module("toolwire.server.app").Limits(
+        max_connections=args.max_connections, header_timeout=args.header_timeout
+    )
     agent = await _build_agent(args)
     await serve(
-        agent, host=args.host, port=args.port, tokens_file=args.tokens, ai_sdk_version=args.ai_sdk_version
+        agent,
+        host=args.host,
+        port=args.port,
+        tokens_file=args.tokens,
+        ai_sdk_version=args.ai_sdk_version,
+        allow_origins=args.allow_origin,
+        limits=limits,
     )
     return 0
 

@@ -338,7 +338,11 @@ async def test_sub_agent_events_are_forwarded_in_order_even_thousands() -> None:
                 events,
                 until=lambda f: f["data"]["type"] == "interaction-end" and f["data"]["session_id"] == "m",
             )
-        child = "m.call_1"
+        child = next(  # the sub-session's id is random: read it from its first event
+            f["data"]["session_id"]
+            for f in frames
+            if f["data"]["type"] == "interaction-start" and f["data"].get("parent_session_id") == "m"
+        )
         child_text = "".join(
             f["data"]["delta"]
             for f in frames

@@ -54,7 +54,8 @@ async def test_users_cannot_see_or_touch_each_others_sessions(tmp_path: Path) ->
                 break
             await asyncio.sleep(0.02)
         own = (await alice.get("/api/sessions/a1/messages")).json()
-        assert SECRET_TEXT in json.dumps(own) and "a1.c2" in own["parents"]
+        sub = next(iter(own["parents"]))  # the helper's sub-session: a random id under a1
+        assert SECRET_TEXT in json.dumps(own) and sub.startswith("a1.sub_") and own["parents"][sub] == "a1"
 
         async with server.client() as anonymous:
             assert (await anonymous.get("/api/sessions")).status_code == 401
@@ -62,22 +63,27 @@ async def test_users_cannot_see_or_touch_each_others_sessions(tmp_path: Path) ->
         async with server.client("wrong") as stranger:
             assert (await stranger.get("/api/sessions")).status_code == 401
 
-        assert (await bob.get("/api/sessions")).json() == {"sessions": []}
+        assert (await bob.get("/api/sessions")).json()["sessions"] == []
         user = {"role": "user", "parts": [{"type": "text", "text": "hi"}]}
         attempts = [
             await bob.get("/api/sessions/a1/messages"),
-            await bob.get("/api/sessions/a1.c2/messages"),
+            await bob.get(f"/api/sessions/{sub}/messages"),
             await bob.get("/api/sessions/a1/events"),
-            await bob.get("/api/sessions/a1.c2/events"),
+            await bob.get(f"/api/sessions/{sub}/events"),
             await bob.get("/api/sessions/a1/events?token=tok-bob"),
             await bob.post("/api/sessions/a1/messages", json={"text": "mine now"}),
             await bob.post("/api/sessions/a1/cancel"),
             await bob.post("/api/chat", json={"id": "a1", "messages": [user]}),
-            await bob.post("/api/sessions", json={"session_id": "a1"}),
         ]
         for response in attempts:
             assert response.status_code in (403, 404), (response.request.url, response.status_code)
             assert SECRET_TEXT not in response.text and "alice" not in response.text
+        # Creating a taken id answers exactly as it does for the caller's own taken id: no ownership oracle.
+        assert (await bob.post("/api/sessions", json={"session_id": "b1"})).status_code == 201
+        taken_by_alice = await bob.post("/api/sessions", json={"session_id": "a1"})
+        taken_by_bob = await bob.post("/api/sessions", json={"session_id": "b1"})
+        assert taken_by_alice.status_code == taken_by_bob.status_code == 409
+        assert taken_by_alice.json() == json.loads(taken_by_bob.text.replace("b1", "a1"))
 
         ws_url = server.url.replace("http", "ws") + "/api/sessions/a1/ws?token=tok-bob"
         with pytest.raises(websockets.exceptions.InvalidStatus):
@@ -90,7 +96,7 @@ async def test_users_cannot_see_or_touch_each_others_sessions(tmp_path: Path) ->
             assert response.status_code == 200
         # and nothing bob did reached the model or the store
         assert len(model.requests) == 3
-        assert (await alice.get("/api/sessions")).json()["sessions"][0]["session_id"] == "a1"
+        assert [s["session_id"] for s in (await alice.get("/api/sessions")).json()["sessions"]] == ["a1"]
 
 
 def test_development_mode_serves_loopback_only() -> None:

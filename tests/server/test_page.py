@@ -168,7 +168,7 @@ def _assert_finished_transcript(page: Page) -> None:
     delegated = first.locator('[data-testid="tool-call"][data-tool-name="researcher"]')
     expect(delegated.get_by_test_id("tool-result")).to_contain_text("Found two archive documents")
 
-    group = page.locator('[data-testid="subsession"][data-session="page-test.call_2"]')
+    group = page.locator('[data-testid="subsession"][data-session^="page-test.sub_"]')
     expect(group).to_have_count(1)
     sub_message = group.locator('[data-testid="message"][data-role="assistant"]')
     expect(sub_message).to_contain_text("Found two archive documents about Q3 churn.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import aclosing
 from typing import Any, Generic, TypeVar
@@ -229,7 +230,9 @@ class Agent(Generic[DepsT]):
         agent = self
 
         async def delegate(ctx: RunContext[Any], task: str) -> Any:
-            child_session = f"{ctx.session_id}.{ctx.tool_call_id or 'sub'}"
+            # Random, so nobody can create it first; the loop checks it hangs under this session and
+            # belongs to this session's owner.
+            child_session = f"{ctx.session_id}.sub_{secrets.token_hex(8)}"
             run = agent.stream(task, session_id=child_session, parent=ctx)
             async with aclosing(run.__aiter__()) as events:  # type: ignore[type-var]
                 async for event in events:

@@ -22,12 +22,13 @@ import logging
 import re
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -37,11 +38,12 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from toolwire._text import clean_json
 from toolwire.agent.agent import Agent
-from toolwire.errors import ConfigError, RequestError, SessionBusyError
+from toolwire.errors import ConfigError, RequestError, SessionAccessError, SessionBusyError
 from toolwire.events import AgentEvent, InteractionEnd
 from toolwire.messages import MessageAdapter, new_id
 from toolwire.server.auth import Auth
 from toolwire.server.hub import EventHub, Subscription
+from toolwire.server.security import PAGE_CSP, OriginGuard, normalise_origin
 from toolwire.server.ui_messages import last_user_text, ui_messages_to_history
 from toolwire.server.ui_stream import (
     DONE_FRAME,
@@ -57,6 +59,7 @@ from toolwire.transcript import merge_histories
 logger = logging.getLogger("toolwire.server")
 
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:~-]{0,199}")
+_CURSOR = re.compile(r"[0-9]{1,18}")  # ASCII digits only: str.isdigit() also accepts "²" and "١"
 VERSION_HEADER = "x-toolwire-ai-sdk-version"
 SSE_HEADERS = {"content-type": "text/event-stream", "cache-control": "no-cache", "x-accel-buffering": "no"}
 
@@ -71,11 +74,26 @@ class Limits:
         max_messages: int = 1_000,
         max_prompt_chars: int = 100_000,
         ping_interval: float = 15.0,
+        max_json_depth: int = 64,
+        body_timeout: float = 30.0,
+        header_timeout: float = 10.0,
+        max_connections: int | None = None,
+        shutdown_timeout: float = 10.0,
     ) -> None:
         self.max_body_bytes = max_body_bytes
         self.max_messages = max_messages
         self.max_prompt_chars = max_prompt_chars
         self.ping_interval = ping_interval
+        self.max_json_depth = max_json_depth
+        """Deeper JSON is refused with 400 (deep nesting would exhaust recursion further on)."""
+        self.body_timeout = body_timeout
+        """Seconds a client may take to send a request body (408 after)."""
+        self.header_timeout = header_timeout
+        """Seconds a connection may take to send a request head (``toolwire serve``)."""
+        self.max_connections = max_connections
+        """Open connections at most (``toolwire serve``); ``None``: 1,000, less under a low fd limit."""
+        self.shutdown_timeout = shutdown_timeout
+        """Seconds SIGTERM waits for runs to be cancelled and streams to close."""
 
 
 class RunManager:
@@ -112,6 +130,10 @@ class RunManager:
     async def _pump(self, session_id: str, events: AsyncIterator[AgentEvent]) -> None:
         try:
             async for event in events:
+                if isinstance(event, InteractionEnd) and event.session_id == session_id:
+                    # The loop released the session before yielding its end: so must we, before anyone
+                    # sees it, or a client that starts the next turn on [DONE] would get 409.
+                    self._tasks.pop(session_id, None)
                 self.hub.publish(event)
         except asyncio.CancelledError:
             raise
@@ -158,7 +180,6 @@ class ToolwireServer:
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
         self.runs = RunManager(agent, hub)
-        self._seed_locks: dict[str, asyncio.Lock] = {}
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -174,45 +195,81 @@ class ToolwireServer:
             raise RequestError("a session id is 1-200 characters of letters, digits and . _ : ~ -")
         return raw
 
-    async def owner(self, info: SessionInfo) -> str | None:
-        """A sub-agent session belongs to whoever owns its conversation's top-level session."""
+    async def owns(self, info: SessionInfo, user: str) -> bool:
+        """Whether ``user`` owns the session: its own row and, for a sub-session, its conversation's root."""
+        if info.user_id != user:
+            return False
         root_id = info.user_session_id or info.id
         if root_id == info.id:
-            return info.user_id
+            return True
         root = await (await self.agent.get_store()).get_session(root_id)
-        return root.user_id if root is not None else info.user_id
+        return root is not None and root.user_id == user
 
-    async def authorize(self, session_id: str, user: str, *, create: bool = False) -> SessionInfo | None:
-        """The session if ``user`` may use it; 404 for sessions that do not exist or are someone else's."""
+    async def authorize(self, session_id: str, user: str) -> SessionInfo:
+        """An existing session of ``user``; 404 alike for sessions that do not exist or are someone else's."""
         info = await (await self.agent.get_store()).get_session(session_id)
-        if info is None:
-            if create:
-                return None
-            raise RequestError(f"no session {session_id!r}", status=404, kind="not_found")
-        if await self.owner(info) != user:
-            raise RequestError(f"no session {session_id!r}", status=404, kind="not_found")
-        if create and info.parent_session_id:
+        if info is None or not await self.owns(info, user):
+            raise _not_found(session_id)
+        return info
+
+    async def claim(self, session_id: str, user: str) -> SessionInfo:
+        """The session for a new turn: created for ``user`` if it does not exist, in one atomic step
+        (the first writer fixes the owner), otherwise only if ``user`` owns it; 404 alike if not."""
+        store = await self.agent.get_store()
+        info = await store.ensure_session(
+            SessionInfo(id=session_id, user_session_id=session_id, user_id=user)
+        )
+        if not await self.owns(info, user):
+            raise _not_found(session_id)
+        if info.parent_session_id:
             raise RequestError("sub-agent sessions take no user messages", status=403, kind="forbidden")
         return info
 
+    async def close(self) -> None:
+        """Shutdown: cancel every run (stored as cancelled), then end every open stream."""
+        await self.runs.shutdown()
+        self.hub.close_all()
+
     async def read_json(self, request: Request) -> Any:
+        media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if media_type != "application/json":
+            # A form or text/plain POST needs no CORS preflight: JSON endpoints accept JSON only.
+            raise RequestError(
+                "the body must be JSON (content-type: application/json)",
+                status=415,
+                kind="unsupported_media_type",
+            )
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limits.max_body_bytes:
             raise RequestError(
                 f"request body over {self.limits.max_body_bytes} bytes", status=413, kind="too_large"
             )
         body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > self.limits.max_body_bytes:
-                raise RequestError(
-                    f"request body over {self.limits.max_body_bytes} bytes", status=413, kind="too_large"
-                )
         try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
+            async with asyncio.timeout(self.limits.body_timeout):
+                async for chunk in request.stream():
+                    body += chunk
+                    if len(body) > self.limits.max_body_bytes:
+                        raise RequestError(
+                            f"request body over {self.limits.max_body_bytes} bytes",
+                            status=413,
+                            kind="too_large",
+                        )
+        except TimeoutError:
+            raise RequestError(
+                f"the request body took over {self.limits.body_timeout:g}s", status=408, kind="timeout"
+            ) from None
+        return self.parse_json(bytes(body))
+
+    def parse_json(self, raw: bytes | str) -> Any:
+        """JSON from a client: depth-limited, lone surrogates cleaned (stored as-is they would make every
+        later request unencodable)."""
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise RequestError(f"the body is not JSON: {exc}") from exc
-        # JSON may escape lone UTF-16 surrogates; stored as-is they would make every later request unencodable.
+        if _deeper_than(data, self.limits.max_json_depth):
+            raise RequestError(f"JSON nested deeper than {self.limits.max_json_depth} levels")
         return clean_json(data)
 
     def check_prompt(self, text: Any) -> str:
@@ -227,10 +284,20 @@ class ToolwireServer:
     # -- history -------------------------------------------------------------------------------
 
     async def list_sessions(self, request: Request) -> Response:
+        """The caller's conversations (top-level sessions), newest first, a page at a time."""
         user = self.user(request)
+        limit = _int_param(request.query_params.get("limit"), default=50, low=1, high=200, name="limit")
+        after = _page_cursor(request.query_params.get("cursor"))
         store = await self.agent.get_store()
-        rows = await store.list_sessions(user_id=user, limit=200)
-        return JSONResponse({"sessions": [_session_json(s) for s in rows if not s.parent_session_id]})
+        rows = await store.list_sessions(user_id=user, limit=limit + 1, top_level=True, after=after)
+        page = rows[:limit]
+        more = len(rows) > limit
+        return JSONResponse(
+            {
+                "sessions": [_session_json(s) for s in page],
+                "next_cursor": _make_page_cursor(page[-1]) if more and page else None,
+            }
+        )
 
     async def session_messages(self, request: Request) -> Response:
         user = self.user(request)
@@ -240,7 +307,14 @@ class ToolwireServer:
         store = await self.agent.get_store()
         tree = await store.list_sessions(user_session_id=info.user_session_id or info.id, limit=100_000)
         subtree = _subtree(session_id, tree, info)
-        histories = [await store.raw_messages(s.id) for s in subtree]
+        root = info.user_session_id or info.id
+        if self.runs.running(root) or await store.run_in_progress(root):
+            # A live run: its pending calls are still running; their results arrive as events.
+            histories = [await store.raw_messages(s.id) for s in subtree]
+        else:
+            # Repaired (nothing is marked): after a crash the client sees the interrupted calls and the
+            # results that did finish, exactly what the model will be sent.
+            histories = [await store.load_history(s.id) for s in subtree]
         merged = merge_histories(histories)
         cursor = self.hub.resume_cursor(session_id, {s.id: s.last_seq for s in subtree})
         return JSONResponse(
@@ -265,7 +339,7 @@ class ToolwireServer:
         if not isinstance(body, dict):
             raise RequestError("the body must be an object with 'text'")
         text = self.check_prompt(body.get("text"))
-        await self.authorize(session_id, user, create=True)
+        await self.claim(session_id, user)
         cursor = self.hub.cursor(session_id)
         await self.runs.start(session_id, text, user_id=user)
         # Subscribing with ``after=cursor`` receives this run's events from its very first one.
@@ -274,13 +348,16 @@ class ToolwireServer:
     async def create_session(self, request: Request) -> Response:
         """An empty conversation owned by the caller (so its event stream can be opened before the first turn)."""
         user = self.user(request)
-        body = await self.read_json(request) if int(request.headers.get("content-length") or 0) else {}
+        length = request.headers.get("content-length") or "0"
+        body = await self.read_json(request) if length != "0" else {}
         raw = body.get("session_id") if isinstance(body, dict) else None
         session_id = self.session_id(raw) if raw is not None else new_id("web-")
-        if await self.authorize(session_id, user, create=True) is not None:
-            raise RequestError(f"session {session_id!r} exists", status=409, kind="exists")
         store = await self.agent.get_store()
-        await store.ensure_session(SessionInfo(id=session_id, user_session_id=session_id, user_id=user))
+        if not await store.create_session(
+            SessionInfo(id=session_id, user_session_id=session_id, user_id=user)
+        ):
+            # The same answer whoever holds the id (the caller or another user): no ownership oracle.
+            raise RequestError(f"session id {session_id!r} is taken", status=409, kind="exists")
         return JSONResponse(
             {"session_id": session_id, "cursor": self.hub.cursor(session_id)}, status_code=201
         )
@@ -321,17 +398,32 @@ class ToolwireServer:
         try:
             user = self.user(websocket)
             session_id = self.session_id(websocket.path_params["session_id"])
-            info = await self.authorize(session_id, user, create=True)
             after = _cursor(websocket.query_params.get("after"))
+            # Opening a socket on a new id creates that session for the caller, atomically: it can never
+            # be bound to a session someone else creates later.
+            await self.claim(session_id, user)
         except RequestError as exc:
             await websocket.close(code=4000 + exc.status, reason=str(exc)[:120])
             return
+        except SessionAccessError:
+            await websocket.close(code=4404, reason=f"no session {session_id!r}"[:120])
+            return
         await websocket.accept()
-        subscription = self.hub.subscribe(session_id, after if info is not None else None)
+        subscription = self.hub.subscribe(session_id, after)
         sender = asyncio.create_task(self._ws_send(websocket, subscription))
         try:
             while True:
-                message = clean_json(await websocket.receive_json())
+                frame = await websocket.receive()
+                if frame["type"] == "websocket.disconnect":
+                    break
+                if frame.get("text") is None:
+                    await websocket.close(code=1003, reason="send JSON text frames")
+                    break
+                try:
+                    message = self.parse_json(frame["text"])
+                except RequestError as exc:
+                    await websocket.close(code=1007, reason=str(exc)[:120])
+                    break
                 await self._ws_command(websocket, session_id, user, message)
         except (WebSocketDisconnect, RuntimeError):
             pass
@@ -350,12 +442,17 @@ class ToolwireServer:
         try:
             if not isinstance(message, dict) or message.get("type") not in ("user-message", "cancel"):
                 raise RequestError("send {'type': 'user-message', 'text': ...} or {'type': 'cancel'}")
+            await self.authorize(session_id, user)  # every command is checked at the moment it runs
             if message["type"] == "cancel":
                 await self.runs.cancel(session_id)
                 return
             text = self.check_prompt(message.get("text"))
             await self.runs.start(session_id, text, user_id=user)
             await websocket.send_json({"type": "accepted", "session_id": session_id})
+        except SessionAccessError:
+            await websocket.send_json(
+                {"type": "error", "error": _error_body(_not_found(session_id))["error"]}
+            )
         except (RequestError, SessionBusyError) as exc:
             await websocket.send_json({"type": "error", "error": _error_body(exc)["error"]})
 
@@ -383,8 +480,7 @@ class ToolwireServer:
                 raise RequestError(str(exc)) from exc
         prompt = self.check_prompt(last_user_text(messages))
         history = ui_messages_to_history(messages[:-1], session_id=session_id)
-        info = await self.authorize(session_id, user, create=True)
-        await self._seed(session_id, user, info, history)
+        await self._import(session_id, user, history)
 
         subscription = self.hub.subscribe(session_id, None)
         try:
@@ -395,20 +491,19 @@ class ToolwireServer:
         encoder = UIStreamEncoder(session_id, new_id("msg_"), features)
         return StreamingResponse(self._ui_stream(encoder, subscription), headers=UI_STREAM_HEADERS)
 
-    async def _seed(self, session_id: str, user: str, info: SessionInfo | None, history: list[Any]) -> None:
-        """A conversation the store does not know yet starts from the client's messages."""
+    async def _import(self, session_id: str, user: str, history: list[Any]) -> None:
+        """Claim the session, and start a conversation the store does not know yet from the client's
+        messages: one transaction, so a refused or killed request writes nothing."""
         if not history:
+            await self.claim(session_id, user)
             return
-        lock = self._seed_locks.setdefault(session_id, asyncio.Lock())
-        async with lock:
-            store = await self.agent.get_store()
-            if info is not None and await store.raw_messages(session_id):
-                return  # the store is authoritative once it holds the conversation
-            await store.ensure_session(SessionInfo(id=session_id, user_session_id=session_id, user_id=user))
-            interaction = new_id("import_")
-            for message in history:
-                await store.append_message(session_id, message, interaction_id=interaction)
-        self._seed_locks.pop(session_id, None)
+        store = await self.agent.get_store()
+        info = SessionInfo(id=session_id, user_session_id=session_id, user_id=user)
+        try:
+            await store.import_history(info, history, interaction_id=new_id("import_"))
+        except SessionAccessError:
+            raise _not_found(session_id) from None
+        await self.claim(session_id, user)  # a sub-session id is refused here like everywhere
 
     async def _ui_stream(self, encoder: UIStreamEncoder, subscription: Subscription) -> AsyncIterator[bytes]:
         try:
@@ -436,9 +531,12 @@ class ToolwireServer:
 
     async def index(self, request: Request) -> Response:
         page = _static_dir() / "index.html"
+        headers = {"content-security-policy": PAGE_CSP}
         if page.is_file():
-            return FileResponse(str(page), media_type="text/html")
-        return HTMLResponse("<!doctype html><title>toolwire</title><p>toolwire server is running.</p>")
+            return FileResponse(str(page), media_type="text/html", headers=headers)
+        return HTMLResponse(
+            "<!doctype html><title>toolwire</title><p>toolwire server is running.</p>", headers=headers
+        )
 
 
 def _static_dir() -> Any:
@@ -448,9 +546,53 @@ def _static_dir() -> Any:
 def _cursor(raw: str | None) -> int | None:
     if raw is None or raw == "":
         return None
-    if not raw.isdigit() or len(raw) > 18:
+    if not _CURSOR.fullmatch(raw):
         raise RequestError("Last-Event-ID / after must be a stream cursor (a non-negative integer)")
     return int(raw)
+
+
+def _int_param(raw: str | None, *, default: int, low: int, high: int, name: str) -> int:
+    if raw is None or raw == "":
+        return default
+    if not _CURSOR.fullmatch(raw) or not low <= int(raw) <= high:
+        raise RequestError(f"{name} must be a whole number from {low} to {high}")
+    return int(raw)
+
+
+def _make_page_cursor(info: SessionInfo) -> str:
+    return f"{info.updated_at!r}~{info.id}"
+
+
+def _page_cursor(raw: str | None) -> tuple[float, str] | None:
+    """``updated_at~id`` of the last session of the previous page (keyset paging: stable under inserts)."""
+    if raw is None or raw == "":
+        return None
+    stamp, sep, session_id = raw.partition("~")
+    try:
+        updated_at = float(stamp)
+    except ValueError:
+        updated_at = float("nan")
+    if not sep or updated_at != updated_at or not SESSION_ID.fullmatch(session_id):
+        raise RequestError("cursor must be the next_cursor of a previous page")
+    return updated_at, session_id
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether parsed JSON nests containers deeper than ``limit`` (iterative: no recursion to exhaust)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+def _not_found(session_id: str) -> RequestError:
+    return RequestError(f"no session {session_id!r}", status=404, kind="not_found")
 
 
 def _subtree(session_id: str, tree: list[SessionInfo], info: SessionInfo) -> list[SessionInfo]:
@@ -502,6 +644,9 @@ def _handler(
             return await endpoint(request)
         except RequestError as exc:
             return JSONResponse(_error_body(exc), status_code=exc.status)
+        except SessionAccessError:
+            session_id = request.path_params.get("session_id", "")
+            return JSONResponse(_error_body(_not_found(str(session_id))), status_code=404)
         except SessionBusyError as exc:
             return JSONResponse(_error_body(exc), status_code=409)
 
@@ -546,14 +691,20 @@ def create_app(
     ai_sdk_version: str | None = None,
     limits: Limits | None = None,
     hub: EventHub | None = None,
+    allow_origins: Sequence[str] = (),
 ) -> Starlette:
     """The toolwire ASGI app for ``agent``; mount it in an existing app or serve it with uvicorn.
 
     ``tokens`` maps bearer tokens to user ids (``tokens_file`` and ``TOOLWIRE_TOKENS`` add more);
-    with none, only loopback clients are served. ``ai_sdk_version`` is the AI SDK client version to
-    speak to (default: the newest 6.x); a request may override it with the
-    ``x-toolwire-ai-sdk-version`` header.
+    with none, only loopback clients are served, and only under loopback host names. ``ai_sdk_version``
+    is the AI SDK client version to speak to (default: the newest 6.x); a request may override it with
+    the ``x-toolwire-ai-sdk-version`` header. Browsers on other origins are refused unless listed in
+    ``allow_origins`` (``scheme://host[:port]``), which also get CORS headers.
     """
+    try:
+        guard_origins = [normalise_origin(o) for o in allow_origins]
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
     if store is not None:
         agent.use_store(store)
     auth = Auth.from_sources(tokens_file, extra=tokens)
@@ -569,7 +720,7 @@ def create_app(
             )
         await agent.get_store()
         yield
-        await server.runs.shutdown()
+        await server.close()
 
     routes = [
         Route("/", server.index),
@@ -588,6 +739,15 @@ def create_app(
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.toolwire = server
     app.add_middleware(_AccessLog)
+    if guard_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=guard_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["authorization", "content-type", "last-event-id", VERSION_HEADER],
+        )
+    # Outermost: nothing runs for a request the origin rules refuse.
+    app.add_middleware(OriginGuard, allowed_origins=guard_origins, development=auth.development)
     return app
 
 
@@ -598,11 +758,26 @@ async def serve(
     port: int = 8000,
     tokens_file: str | None = None,
     ai_sdk_version: str | None = None,
+    allow_origins: Sequence[str] = (),
+    limits: Limits | None = None,
 ) -> None:
-    """Serve ``agent`` with uvicorn until interrupted (``toolwire serve``)."""
+    """Serve ``agent`` with uvicorn until SIGINT/SIGTERM (``toolwire serve``).
+
+    Slow or numerous clients are bounded (:mod:`toolwire.server._guard`); shutting down cancels the
+    runs (stored as cancelled), closes every stream and exits within ``limits.shutdown_timeout``.
+    """
     import uvicorn
 
-    app = create_app(agent, tokens_file=tokens_file, ai_sdk_version=ai_sdk_version)
+    from toolwire.server._guard import Server, default_max_connections, guarded_protocol, install_log_bounds
+
+    limits = limits or Limits()
+    app = create_app(
+        agent,
+        tokens_file=tokens_file,
+        ai_sdk_version=ai_sdk_version,
+        allow_origins=allow_origins,
+        limits=limits,
+    )
     server: ToolwireServer = app.state.toolwire
     if server.auth.development:
         print(
@@ -612,8 +787,21 @@ async def serve(
             flush=True,
         )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_log_bounds()
+    protocol = guarded_protocol(
+        max_connections=limits.max_connections or default_max_connections(),
+        header_timeout=limits.header_timeout,
+    )
     config = uvicorn.Config(
-        app, host=host, port=port, access_log=False, log_level="info", ws="websockets-sansio"
+        app,
+        host=host,
+        port=port,
+        access_log=False,
+        log_level="info",
+        ws="websockets-sansio",
+        http=protocol,
+        timeout_keep_alive=5,
+        timeout_graceful_shutdown=int(limits.shutdown_timeout) or 1,
     )
     print(f"toolwire serving on http://{host}:{port}/", file=sys.stderr, flush=True)
-    await uvicorn.Server(config).serve()
+    await Server(config, before_shutdown=server.close).serve()

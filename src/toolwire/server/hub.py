@@ -10,11 +10,17 @@ of the new process: it falls outside the buffer and the client is told to reload
 Nothing here ever blocks the agent run: buffers are bounded rings, and a subscriber that falls
 more than ``subscriber_limit`` events behind is cut off with a ``stream-reset`` (it reloads history
 and resumes), rather than slowing the run or growing memory without bound.
+
+What finished streams keep is bounded three ways: events per stream (``buffer_size``), bytes per
+stream (``buffer_bytes``, estimated from each event's text and payload) and age: a stream nobody
+watches that has published nothing for ``retain_seconds`` is dropped (a client that comes back later
+is told to reload the history, as after a restart).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
@@ -32,6 +38,8 @@ class StreamItem:
     event: AgentEvent | None
     """``None`` for a ``stream-reset`` marker."""
     _json: dict[str, Any] | None = None
+    size: int = 0
+    """Estimated bytes held for this item."""
 
     def as_dict(self) -> dict[str, Any]:
         if self._json is None:
@@ -62,6 +70,8 @@ class _Stream:
     buffer: deque[StreamItem]
     next_cursor: int = 0
     subscribers: set[_Subscriber] = field(default_factory=set)
+    held_bytes: int = 0
+    last_publish: float = field(default_factory=time.monotonic)
 
     @property
     def cursor(self) -> int:
@@ -73,24 +83,58 @@ class EventHub:
     """Per-session event streams (a session's stream includes its sub-sessions' events)."""
 
     def __init__(
-        self, *, buffer_size: int = 10_000, subscriber_limit: int = 50_000, max_streams: int = 10_000
+        self,
+        *,
+        buffer_size: int = 10_000,
+        subscriber_limit: int = 50_000,
+        max_streams: int = 10_000,
+        buffer_bytes: int = 4_000_000,
+        retain_seconds: float = 300.0,
     ):
         self.buffer_size = buffer_size
         self.subscriber_limit = subscriber_limit
         self.max_streams = max_streams
+        self.buffer_bytes = buffer_bytes
+        self.retain_seconds = retain_seconds
         self._streams: OrderedDict[str, _Stream] = OrderedDict()
         self._parents: dict[str, str] = {}
+        self._next_sweep = time.monotonic() + min(retain_seconds, 10.0)
 
     def _stream(self, session_id: str) -> _Stream:
         stream = self._streams.get(session_id)
         if stream is None:
             base = time.time_ns() // 1000
-            stream = _Stream(base=base, buffer=deque(maxlen=self.buffer_size), next_cursor=base + 1)
+            stream = _Stream(base=base, buffer=deque(), next_cursor=base + 1)
             self._streams[session_id] = stream
             self._evict()
         else:
             self._streams.move_to_end(session_id)
         return stream
+
+    def held_bytes(self) -> int:
+        """Estimated bytes held by every stream's buffer."""
+        return sum(stream.held_bytes for stream in self._streams.values())
+
+    def sweep(self, now: float | None = None) -> None:
+        """Drop streams nobody watches that published nothing for ``retain_seconds``."""
+        now = time.monotonic() if now is None else now
+        self._next_sweep = now + min(self.retain_seconds, 10.0)
+        stale = [
+            key
+            for key, stream in self._streams.items()
+            if not stream.subscribers and now - stream.last_publish >= self.retain_seconds
+        ]
+        for key in stale:
+            del self._streams[key]
+            self._parents.pop(key, None)
+
+    def close_all(self) -> None:
+        """End every subscription (server shutdown): each iterator ends, each SSE response completes."""
+        for stream in self._streams.values():
+            for subscriber in stream.subscribers:
+                subscriber.overflowed = True
+                subscriber.queue.put_nowait(None)
+            stream.subscribers.clear()
 
     def _evict(self) -> None:
         while len(self._streams) > self.max_streams:
@@ -124,14 +168,25 @@ class EventHub:
         parent = event.parent_session_id
         if parent and parent != session_id and session_id not in self._parents:
             self._parents[session_id] = parent
+        now = time.monotonic()
+        if now >= self._next_sweep:
+            self.sweep(now)
+        size = _estimate_size(event)
         seen: set[str] = set()
         target: str | None = session_id
         while target is not None and target not in seen:  # the session and every ancestor
             seen.add(target)
             stream = self._stream(target)
-            item = StreamItem(cursor=stream.next_cursor, event=event)
+            item = StreamItem(cursor=stream.next_cursor, event=event, size=size)
             stream.next_cursor += 1
-            stream.buffer.append(item)
+            stream.last_publish = now
+            buffer = stream.buffer
+            buffer.append(item)
+            stream.held_bytes += size
+            while len(buffer) > self.buffer_size or (
+                stream.held_bytes > self.buffer_bytes and len(buffer) > 1
+            ):
+                stream.held_bytes -= buffer.popleft().size
             for subscriber in stream.subscribers:
                 subscriber.push(item)
             target = self._parents.get(target)
@@ -156,6 +211,29 @@ class EventHub:
         stream = self._streams.get(session_id)
         if stream is not None:
             stream.subscribers.discard(subscriber)
+
+
+_TEXT_FIELDS = ("delta", "prompt", "message", "text")
+_PAYLOAD_FIELDS = ("output", "args", "data", "partial", "usage")
+
+
+def _estimate_size(event: AgentEvent) -> int:
+    """Bytes an event holds, roughly: a fixed envelope plus its text and payload fields."""
+    size = 300
+    for name in _TEXT_FIELDS:
+        value = getattr(event, name, None)
+        if isinstance(value, str):
+            size += len(value)
+    for name in _PAYLOAD_FIELDS:
+        value = getattr(event, name, None)
+        if isinstance(value, str):
+            size += len(value)
+        elif isinstance(value, dict | list) and value:
+            try:
+                size += len(json.dumps(value, default=str))
+            except (TypeError, ValueError, RecursionError):
+                size += 10_000
+    return size
 
 
 class Subscription:

@@ -110,17 +110,29 @@ class Store(ABC):
     async def ensure_session(self, info: SessionInfo) -> SessionInfo:
         """Create the session if it does not exist; return the stored row (existing rows win)."""
 
+    async def create_session(self, info: SessionInfo) -> bool:
+        """Create the session; ``False`` (writing nothing) when the id is taken, by anyone."""
+        stored = await self.ensure_session(info)
+        return stored == info
+
     @abstractmethod
     async def get_session(self, session_id: str) -> SessionInfo | None: ...
 
     @abstractmethod
     async def list_sessions(
-        self, *, user_id: str | None = None, user_session_id: str | None = None, limit: int = 100
+        self,
+        *,
+        user_id: str | None = None,
+        user_session_id: str | None = None,
+        limit: int = 100,
+        top_level: bool = False,
+        after: tuple[float, str] | None = None,
     ) -> list[SessionInfo]:
-        """Most recently updated first; ``user_id=None`` lists all.
+        """Most recently updated first (ties by id); ``user_id=None`` lists all.
 
         ``user_session_id`` narrows the list to one conversation tree (a top-level session and every
-        sub-agent session under it).
+        sub-agent session under it); ``top_level`` to sessions that are not sub-agent sessions;
+        ``after`` (``(updated_at, id)`` of the last row of a previous page) to the rows after it.
         """
 
     @abstractmethod
@@ -204,6 +216,11 @@ class Store(ABC):
         """Claim the session for one run; raise :class:`SessionBusyError` if another run holds it."""
 
     async def unlock_session(self, session_id: str, owner: str) -> None: ...
+
+    async def run_in_progress(self, session_id: str) -> bool:
+        """Whether a live run holds the session (in any process): its lock is held, unexpired, and its
+        owner is not a dead process of this host."""
+        return False
 
     async def close(self) -> None: ...
 
@@ -379,16 +396,30 @@ class MemoryStore(Store):
     async def get_session(self, session_id: str) -> SessionInfo | None:
         return self._sessions.get(session_id)
 
+    async def create_session(self, info: SessionInfo) -> bool:
+        if info.id in self._sessions:
+            return False
+        await self.ensure_session(info)
+        return True
+
     async def list_sessions(
-        self, *, user_id: str | None = None, user_session_id: str | None = None, limit: int = 100
+        self,
+        *,
+        user_id: str | None = None,
+        user_session_id: str | None = None,
+        limit: int = 100,
+        top_level: bool = False,
+        after: tuple[float, str] | None = None,
     ) -> list[SessionInfo]:
         rows = [
             s
             for s in self._sessions.values()
             if (user_id is None or s.user_id == user_id)
             and (user_session_id is None or (s.user_session_id or s.id) == user_session_id)
+            and not (top_level and s.parent_session_id)
+            and (after is None or (-s.updated_at, s.id) > (-after[0], after[1]))
         ]
-        rows.sort(key=lambda s: s.updated_at, reverse=True)
+        rows.sort(key=lambda s: (-s.updated_at, s.id))
         return rows[:limit]
 
     async def append_message(self, session_id: str, message: Message, *, interaction_id: str) -> None:
@@ -483,6 +514,10 @@ class MemoryStore(Store):
         holder = self._locks.get(session_id)
         if holder is not None and holder[0] == owner:
             del self._locks[session_id]
+
+    async def run_in_progress(self, session_id: str) -> bool:
+        holder = self._locks.get(session_id)
+        return holder is not None and holder[1] > time.time() and not owner_is_dead(holder[0])
 
     def _touch(self, session_id: str) -> None:
         info = self._sessions.get(session_id)

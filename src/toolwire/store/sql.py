@@ -160,21 +160,18 @@ class SQLStore(Store):
 
     def _ensure_session(self, conn: sa.Connection, info: SessionInfo) -> SessionInfo:
         """Insert the row unless it exists, then read it: the first writer fixes the owner, atomically."""
-        values = {
-            "id": info.id,
-            "parent_session_id": info.parent_session_id,
-            "user_session_id": info.user_session_id,
-            "user_id": info.user_id,
-            "agent_name": info.agent_name,
-            "title": info.title,
-            "created_at": info.created_at,
-            "updated_at": info.updated_at,
-            "last_seq": info.last_seq,
-            "usage": _usage_to_json(info.usage),
-        }
+        values = _session_values(info)
         conn.execute(self._insert_ignoring(sessions, ["id"]).values(**values))
         row = (conn.execute(sa.select(sessions).where(sessions.c.id == info.id))).one()
         return _session_from_row(row)
+
+    async def create_session(self, info: SessionInfo) -> bool:
+        values = _session_values(info)
+
+        def op(conn: sa.Connection) -> bool:
+            return bool(conn.execute(self._insert_ignoring(sessions, ["id"]).values(**values)).rowcount == 1)
+
+        return await self._write("create a session", op)
 
     async def get_session(self, session_id: str) -> SessionInfo | None:
         query = sa.select(sessions).where(sessions.c.id == session_id)
@@ -182,11 +179,27 @@ class SQLStore(Store):
         return None if row is None else _session_from_row(row)
 
     async def list_sessions(
-        self, *, user_id: str | None = None, user_session_id: str | None = None, limit: int = 100
+        self,
+        *,
+        user_id: str | None = None,
+        user_session_id: str | None = None,
+        limit: int = 100,
+        top_level: bool = False,
+        after: tuple[float, str] | None = None,
     ) -> list[SessionInfo]:
         query = sa.select(sessions).order_by(sessions.c.updated_at.desc(), sessions.c.id).limit(limit)
         if user_id is not None:
             query = query.where(sessions.c.user_id == user_id)
+        if top_level:
+            query = query.where(sessions.c.parent_session_id.is_(None))
+        if after is not None:
+            stamp, last_id = after
+            query = query.where(
+                sa.or_(
+                    sessions.c.updated_at < stamp,
+                    sa.and_(sessions.c.updated_at == stamp, sessions.c.id > last_id),
+                )
+            )
         if user_session_id is not None:
             query = query.where(
                 sa.or_(sessions.c.user_session_id == user_session_id, sessions.c.id == user_session_id)
@@ -429,6 +442,15 @@ class SQLStore(Store):
             conn.execute(statement)
 
         await self._write("unlock a session", op)
+
+    async def run_in_progress(self, session_id: str) -> bool:
+        query = sa.select(sessions.c.lock_owner, sessions.c.lock_expires_at).where(
+            sessions.c.id == session_id
+        )
+        row = await self._read("read a session lock", lambda conn: conn.execute(query).first())
+        if row is None or row.lock_owner is None or row.lock_expires_at is None:
+            return False
+        return bool(row.lock_expires_at > time.time()) and not owner_is_dead(row.lock_owner)
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -730,6 +752,21 @@ def _insert_message(
         },
     )
     return True
+
+
+def _session_values(info: SessionInfo) -> dict[str, Any]:
+    return {
+        "id": info.id,
+        "parent_session_id": info.parent_session_id,
+        "user_session_id": info.user_session_id,
+        "user_id": info.user_id,
+        "agent_name": info.agent_name,
+        "title": info.title,
+        "created_at": info.created_at,
+        "updated_at": info.updated_at,
+        "last_seq": info.last_seq,
+        "usage": _usage_to_json(info.usage),
+    }
 
 
 def _tool_call_row(session_id: str, call: ToolCallRecord) -> dict[str, Any]:
