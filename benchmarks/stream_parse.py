@@ -1,6 +1,6 @@
 """Section 2: streaming parse throughput of a tool call with large arguments, replayed in-process.
 
-Provider streams shaped like the recorded ones in ../shared/fixtures (OpenAI Chat chunk deltas keyed by
+Provider streams shaped like the recorded ones in tests/recordings (OpenAI Chat chunk deltas keyed by
 `index`, Anthropic `input_json_delta` blocks, Responses `function_call_arguments.delta` items, a Gemini
 `functionCall` part), scaled up: arguments of 64 KB to 1 MB, cut into 64-character fragments (16,384
 fragments for 1 MB). Each framework gets the bytes through an in-process HTTP transport and must hand

@@ -17,5 +17,6 @@ bash scripts/setup_node.sh
 bash scripts/setup_chromium.sh
 
 .venv/bin/ruff check src tests
+.venv/bin/ruff format --check src tests
 .venv/bin/mypy
 .venv/bin/pytest -q -p no:cacheprovider "$@"

@@ -1,7 +1,7 @@
-"""Replay recorded provider traffic from ``../shared/fixtures`` through an ``httpx.MockTransport``.
+"""Replay recorded provider traffic from ``tests/recordings`` through an ``httpx.MockTransport``.
 
-Fixtures are read, never edited. VCR cassettes give requests and responses; vercel ``*.chunks.txt`` files
-give responses only (one SSE data payload per line).
+Recordings are read, never edited (``tests/recordings/SOURCES.md`` says where each came from). VCR cassettes
+give requests and responses; vercel ``*.chunks.txt`` files give responses only (one SSE data payload per line).
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from typing import Any
 import httpx
 import yaml
 
-FIXTURES = Path(
-    os.environ.get("TOOLWIRE_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures")
-)
+RECORDINGS = Path(__file__).resolve().parent / "recordings"
+"""The recordings shipped with the repository."""
+
+FIXTURES = Path(os.environ.get("TOOLWIRE_FIXTURES", RECORDINGS))
+"""Where recordings are loaded from: ``TOOLWIRE_FIXTURES`` overrides the in-repository copy."""
 
 
 @dataclass
@@ -103,7 +105,7 @@ def _request_json(request: dict[str, Any]) -> Any:
 
 
 def load(relative: str) -> Cassette:
-    """Load a fixture by its path under ``shared/fixtures``."""
+    """Load a recording by its path under ``FIXTURES`` (``tests/recordings``)."""
     path = FIXTURES / relative
     if path.name.endswith(".chunks.txt"):
         return _load_chunks(path)
@@ -147,7 +149,7 @@ def load_chunks_with_events(relative: str) -> Cassette:
 
 
 def all_fixtures() -> list[str]:
-    """Every recording under shared/fixtures, relative paths, sorted."""
+    """Every recording under ``FIXTURES``, relative paths, sorted."""
     return sorted(
         str(p.relative_to(FIXTURES))
         for p in FIXTURES.rglob("*")

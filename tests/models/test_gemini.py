@@ -1,4 +1,4 @@
-"""Gemini API / Vertex AI adapter, replayed against real recorded traffic (``shared/fixtures``).
+"""Gemini API / Vertex AI adapter, replayed against real recorded traffic (``tests/recordings``).
 
 Every recording is checked two ways:
 

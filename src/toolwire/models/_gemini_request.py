@@ -1,6 +1,6 @@
 """Canonical request -> Gemini ``GenerateContentRequest`` body (Gemini API and Vertex AI share it).
 
-Choices, each checked against the recordings in ``shared/fixtures``:
+Choices, each checked against the recordings in ``tests/recordings``:
 
 * Tool schemas go in ``parametersJsonSchema`` (plain JSON Schema), not ``parameters`` (an OpenAPI subset
   that rejects many JSON Schema keywords). pydantic-ai sends it on both the Gemini API (spelled
