@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,9 @@ class RecordedRequest:
 class ScriptedModel(Model):
     """Streams ``turns[i]`` on the i-th request. Each turn is a list of parts.
 
+    ``turns`` may instead be a function of the request returning the turn to stream, for scripts that
+    must not depend on the order of requests (several sessions at once).
+
     Text is streamed in chunks of ``chunk_size`` characters and tool arguments in fragments, so the loop
     sees the same part shapes a real provider produces. When the script runs out, the model answers
     with an empty text turn (``repeat_last=True`` repeats the last turn instead, for benchmarks).
@@ -56,7 +59,7 @@ class ScriptedModel(Model):
 
     def __init__(
         self,
-        turns: Sequence[Sequence[Part]],
+        turns: Sequence[Sequence[Part]] | Callable[[ModelRequest], Sequence[Part]],
         *,
         model_name: str = "scripted",
         chunk_size: int = 16,
@@ -64,7 +67,8 @@ class ScriptedModel(Model):
         usage_per_turn: Usage | None = None,
         record_requests: bool = True,
     ) -> None:
-        self.turns = [list(t) for t in turns]
+        self.respond = turns if callable(turns) else None
+        self.turns = [] if callable(turns) else [list(t) for t in turns]
         self.model_name = model_name
         self.chunk_size = max(1, chunk_size)
         self.repeat_last = repeat_last
@@ -91,7 +95,7 @@ class ScriptedModel(Model):
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
         if self.record_requests:
             self.requests.append(RecordedRequest(request))
-        turn = self._take_turn()
+        turn = list(self.respond(request)) if self.respond is not None else self._take_turn()
         yield StreamStart()
         has_calls = False
         for index, part in enumerate(turn):

@@ -108,6 +108,14 @@ class SQLStore(Store):
         options: dict[str, Any] = {**engine_options, "json_serializer": _dumps}
         postgres = sa_url.get_backend_name() == "postgresql"
         runner: _AsyncRunner | _ThreadRunner
+        if postgres and "schema" in sa_url.query:
+            # ``?schema=NAME``: keep toolwire's tables in that schema (it must exist).
+            schema = sa_url.query["schema"]
+            sa_url = sa_url.difference_update_query(["schema"])
+            connect_args = dict(options.pop("connect_args", {}))
+            settings = dict(connect_args.get("server_settings", {}))
+            settings["search_path"] = schema if isinstance(schema, str) else schema[-1]
+            options["connect_args"] = {**connect_args, "server_settings": settings}
         try:
             if postgres:
                 options.setdefault("pool_pre_ping", True)  # replicas outlive database restarts
