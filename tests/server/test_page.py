@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import uvicorn
 from playwright.sync_api import Page, expect, sync_playwright
@@ -217,5 +218,26 @@ def test_token_new_chat_and_session_list(page: Page) -> None:
         page.reload()
         expect(page.get_by_test_id("status")).to_contain_text("cannot load", timeout=10_000)
         expect(page.get_by_test_id("message")).to_have_count(0)
+    finally:
+        running.stop()
+
+
+def test_the_page_reaches_every_conversation_page_by_page(page: Page) -> None:
+    """GET /api/sessions answers a page at a time (top-level conversations only); the list offers the
+    older ones, so none is out of reach."""
+    running = _Server(build_agent())
+    try:
+        ids = [f"conv-{n:02d}" for n in range(57)]  # more than one page of 50
+        with httpx.Client(base_url=running.url) as client:
+            for session_id in ids:
+                assert client.post("/api/sessions", json={"session_id": session_id}).status_code == 201
+        page.goto(f"{running.url}/?session=conv-00")
+        expect(page.get_by_test_id("status")).to_have_text("connected", timeout=10_000)
+        links = page.get_by_test_id("session-list").locator("a")
+        expect(links).to_have_count(51)  # the newest 50, and the open (oldest) one on top
+        page.get_by_test_id("older-sessions").click()
+        expect(links).to_have_count(57)
+        expect(page.get_by_test_id("older-sessions")).to_have_count(0)
+        assert sorted(link.get_attribute("title") or "" for link in links.all()) == ids
     finally:
         running.stop()

@@ -126,6 +126,11 @@ async function refreshSessions() {
   if (view.sessionId && !rows.some((s) => s.session_id === view.sessionId)) {
     rows.unshift({ session_id: view.sessionId, title: "New chat" });
   }
+  appendSessions(list, rows, reply.body.next_cursor);
+}
+
+// The server lists conversations a page at a time; older ones are one click away.
+function appendSessions(list, rows, nextCursor) {
   for (const row of rows) {
     const id = row.session_id;
     const link = element("a", { href: `?session=${encodeURIComponent(id)}`, title: id }, row.title || id);
@@ -138,6 +143,17 @@ async function refreshSessions() {
     item.append(link);
     list.append(item);
   }
+  if (!nextCursor) return;
+  const more = element("button", { type: "button", "data-testid": "older-sessions" }, "Older conversations");
+  const item = element("li");
+  item.append(more);
+  list.append(item);
+  more.addEventListener("click", async () => {
+    const page = await api(`/api/sessions?cursor=${encodeURIComponent(nextCursor)}`);
+    if (page.status !== 200) return status(`cannot list conversations: ${errorText(page)}`);
+    item.remove();
+    appendSessions(list, page.body.sessions.filter((s) => s.session_id !== view.sessionId), page.body.next_cursor);
+  });
 }
 
 // -- rendering ----------------------------------------------------------------------------------------
