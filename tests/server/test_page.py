@@ -14,13 +14,14 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import uvicorn
 from playwright.sync_api import Page, expect, sync_playwright
 
-from toolwire import Agent, TextPart, ToolCallPart
+from toolwire import Agent, RunContext, TextPart, ToolCallPart
 from toolwire.models.scripted import ScriptedModel
 from toolwire.server import create_app
 from toolwire.store.base import MemoryStore
@@ -239,5 +240,44 @@ def test_the_page_reaches_every_conversation_page_by_page(page: Page) -> None:
         expect(links).to_have_count(57)
         expect(page.get_by_test_id("older-sessions")).to_have_count(0)
         assert sorted(link.get_attribute("title") or "" for link in links.all()) == ids
+    finally:
+        running.stop()
+
+
+def test_the_page_shows_every_message_a_busy_tool_publishes_between_heartbeats(page: Page) -> None:
+    """A tool that reports progress and system messages while heartbeats run every 10 ms: the page, which
+    drops events whose seq is not above the last one it saw, must show every message."""
+    count = 15
+
+    async def reporter(ctx: RunContext[Any], steps: int) -> str:
+        """Reports while it works."""
+        for i in range(steps):
+            ctx.progress((i + 1) / steps, f"step {i + 1}")
+            ctx.system_message(f"note {i + 1} of {steps}")
+            await asyncio.sleep(0.03)
+        return "reported"
+
+    agent = Agent(
+        ScriptedModel(
+            [
+                [ToolCallPart(tool_call_id="call_1", tool_name="reporter", args={"steps": count})],
+                [TextPart(text="All reported.")],
+            ]
+        ),
+        tools=[reporter],
+        heartbeat_interval=0.01,
+    )
+    running = _Server(agent)
+    try:
+        page.goto(f"{running.url}/?session=busy-tool")
+        expect(page.get_by_test_id("status")).to_have_text("connected", timeout=10_000)
+        page.get_by_test_id("composer-input").fill("Report")
+        page.get_by_test_id("composer-send").click()
+        expect(page.locator('[data-testid="message"][data-role="assistant"]').last).to_contain_text(
+            "All reported.", timeout=15_000
+        )
+        notes = page.locator('[data-testid="message"][data-role="system"]')
+        expect(notes).to_have_count(count)
+        assert notes.all_inner_texts()[-1].endswith(f"note {count} of {count}")
     finally:
         running.stop()
