@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import aclosing
 from typing import Any, Generic, TypeVar
 
+from toolwire.agent.config import RunConfig
 from toolwire.agent.drivers import Driver, NativeToolDriver
 from toolwire.agent.loop import AgentRun, RunResult
 from toolwire.agent.output import OutputMode, OutputSpec, build_output_spec
@@ -18,7 +19,7 @@ from toolwire.models.base import Model, ModelSettings, ToolChoice
 from toolwire.observability import EventBus, EventCallback
 from toolwire.store.base import MemoryStore, Store
 from toolwire.tools.context import RunContext
-from toolwire.tools.executor import DEFAULT_MAX_OUTPUT_CHARS, ToolExecutor, ToolInterceptor
+from toolwire.tools.executor import DEFAULT_MAX_OUTPUT_CHARS, ToolInterceptor
 from toolwire.tools.function import Tool, function_tool
 from toolwire.tools.registry import ToolRegistry, ToolSource
 
@@ -103,11 +104,6 @@ class Agent(Generic[DepsT]):
         await self.registry.prepare()
         return list(self.registry)
 
-    @property
-    def store_configured(self) -> bool:
-        """Whether a store (or URL) was given; a sub-agent without one persists into its caller's store."""
-        return self._store_spec is not None
-
     async def get_store(self) -> Store:
         """The store; a URL given to the constructor is opened on first use, ``None`` means in-memory."""
         if self._store is not None:
@@ -138,21 +134,32 @@ class Agent(Generic[DepsT]):
         self._store_spec = store
         self._store = store if isinstance(store, Store) else None
 
-    def executor_for(self, allowed: frozenset[str]) -> ToolExecutor:
-        return ToolExecutor(
+    def _run_config(self) -> RunConfig:
+        """This agent's settings, frozen for one run."""
+        return RunConfig(
+            model=self.model,
+            driver=self.driver,
             registry=self.registry,
+            name=self.name,
+            instructions=self.instructions,
+            model_settings=self.model_settings,
+            tool_choice=self.tool_choice,
+            max_steps=self.max_steps,
+            retries=self.retries,
+            retry_delay=self.retry_delay,
+            heartbeat_interval=self.heartbeat_interval,
+            raise_on_failure=self.raise_on_failure,
+            stop_on_block=self.stop_on_block,
+            max_tool_output_chars=self.max_tool_output_chars,
             interceptors=self.interceptors,
-            default_timeout=self.tool_timeout,
-            max_output_chars=self.max_tool_output_chars,
-            allowed=allowed,
+            tool_timeout=self.tool_timeout,
+            output=self.output_spec,
+            output_retries=self.output_retries,
+            user_id=self.user_id,
+            events=self.events,
+            open_store=self.get_store,
+            store_configured=self._store_spec is not None,
         )
-
-    def tool_choice_for_step(self, step: int) -> ToolChoice:
-        """``required`` or a named tool applies to the first step only; later steps are ``auto`` so the
-        model can answer with the results (otherwise it could never stop)."""
-        if step > 1 and self.tool_choice not in ("auto", "none"):
-            return "auto"
-        return self.tool_choice
 
     # -- running ------------------------------------------------------------------------------------
 
@@ -169,7 +176,7 @@ class Agent(Generic[DepsT]):
     ) -> AgentRun:
         """Start a run and iterate its events. ``parent`` makes it a sub-agent run of that tool call."""
         return AgentRun(
-            self,
+            self._run_config(),
             prompt,
             session_id=session_id,
             parent=parent,

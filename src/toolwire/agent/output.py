@@ -1,17 +1,30 @@
-"""Structured output: turn an ``output_type`` into a schema, a validator and a per-model output mode."""
+"""Structured output: an ``output_type`` becomes a schema, a validator and a per-model output mode
+(:class:`OutputSpec`); :class:`OutputPolicy` is what a run does with it step by step."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, Union
 
 from pydantic import PydanticSchemaGenerationError, PydanticUserError, TypeAdapter, ValidationError
+from pydantic_core import to_jsonable_python
 
-from toolwire.errors import ConfigError
-from toolwire.models.base import Model, ToolDefinition
+from toolwire._partial_json import PartialJSONParser
+from toolwire.errors import ConfigError, NoObjectGenerated
+from toolwire.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from toolwire.models.base import (
+    Model,
+    ModelStreamPart,
+    TextDelta,
+    ToolDefinition,
+    ToolInputDelta,
+    ToolInputStart,
+)
+from toolwire.tools.executor import ToolOutcome
 
 OutputMode: TypeAlias = Literal["auto", "native", "tool", "grammar"]
 FINAL_RESULT_TOOL = "final_result"
@@ -142,3 +155,135 @@ def _jsonschema_validator(schema: dict[str, Any]) -> Callable[[Any], Any]:
 
 def _tool_safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64] or "output"
+
+
+NOTHING: Any = object()
+"""No valid output yet (``None`` can be a valid output)."""
+
+
+class OutputPolicy:
+    """What a run does about its ``output_type``: settle ``final_result`` calls, stream partial objects,
+    decide whether a step ended the run, and word the re-prompt after an invalid answer."""
+
+    def __init__(self, spec: OutputSpec, retries: int) -> None:
+        self.spec = spec
+        self.retries = retries
+        self.attempts = 0
+        self._parser: PartialJSONParser | None = None
+        self._call: str | None = None
+        self._last: Any = None
+
+    # -- partial objects while the model streams ----------------------------------------------------
+
+    def reset_partial(self) -> None:
+        self._parser, self._call, self._last = None, None, None
+
+    def partial(self, part: ModelStreamPart) -> Any | None:
+        """The validated partial object after ``part`` (JSON-ready), or ``None`` when nothing changed."""
+        spec = self.spec
+        fragment = None
+        if spec.mode == "tool":
+            if isinstance(part, ToolInputStart) and part.tool_name == FINAL_RESULT_TOOL:
+                self._call, self._parser = part.id, PartialJSONParser()
+            elif isinstance(part, ToolInputDelta) and part.id == self._call:
+                fragment = part.delta
+        elif isinstance(part, TextDelta):
+            if self._parser is None:
+                self._parser = PartialJSONParser()
+            fragment = part.delta
+        if fragment is None or self._parser is None:
+            return None
+        try:
+            self._parser.feed(fragment)
+        except ValueError:
+            self._parser = None  # not JSON after all; the final check reports it
+            return None
+        value = self._parser.value()
+        if spec.mode == "tool" and spec.wrapped:
+            value = value.get("result") if isinstance(value, dict) else None
+        if value is None or value == self._last:
+            return None
+        self._last = value
+        return to_jsonable_python(spec.validate_partial(value), fallback=str)
+
+    # -- the end of a step --------------------------------------------------------------------------
+
+    def settle(self, calls: Sequence[ToolCallPart]) -> tuple[Any, str, dict[str, ToolOutcome]]:
+        """Validate ``final_result`` calls: ``(value or NOTHING, last error, settled outcomes)``. When one
+        is valid, the step's other calls are settled too (not executed: the result ended the run)."""
+        accepted: Any = NOTHING
+        error = ""
+        outcomes: dict[str, ToolOutcome] = {}
+        now = time.time()
+        for call in calls:
+            if call.tool_name != FINAL_RESULT_TOOL:
+                continue
+            try:
+                value = self.spec.from_tool_args(call.args)
+            except OutputValidationError as exc:
+                error = str(exc)
+                output, is_error = (
+                    f"Invalid final result: {exc}. Call {FINAL_RESULT_TOOL} again, fixed.",
+                    True,
+                )
+            else:
+                if accepted is NOTHING:
+                    accepted = value
+                output, is_error = "Final result accepted.", False
+            outcomes[call.tool_call_id] = _settled(call, output, is_error, now)
+        if accepted is not NOTHING:
+            for call in calls:
+                if call.tool_call_id not in outcomes:
+                    outcomes[call.tool_call_id] = _settled(
+                        call, "Not executed: the final result ended the run.", True, now
+                    )
+        return accepted, error, outcomes
+
+    def parse_text(self, text: str) -> tuple[Any, str]:
+        """A text answer: ``(value or NOTHING, error)``."""
+        if self.spec.mode == "tool":
+            return (
+                NOTHING,
+                f"no {FINAL_RESULT_TOOL} call: the answer must be given by calling {FINAL_RESULT_TOOL}",
+            )
+        try:
+            return self.spec.from_text(text), ""
+        except OutputValidationError as exc:
+            return NOTHING, str(exc)
+
+    def rejected(self, message: Message, error: str) -> NoObjectGenerated | None:
+        """Count an invalid answer; the error to raise once the retries are spent, else ``None``."""
+        self.attempts += 1
+        if self.attempts <= self.retries:
+            return None
+        finals = [c.args_json for c in message.tool_calls if c.tool_name == FINAL_RESULT_TOOL]
+        return NoObjectGenerated(
+            f"no valid {self.spec.name} after {self.attempts} attempt(s): {error}",
+            raw_output=finals[-1] if finals else message.text,
+            errors=[error],
+        )
+
+    def retry_message(self, error: str, session_id: str) -> Message:
+        """The user turn that tells the model what was wrong with its text answer (stored like any turn)."""
+        if self.spec.mode == "tool":
+            text = f"Your answer was not accepted: {error}. Call {FINAL_RESULT_TOOL} with the result."
+        else:
+            text = (
+                f"Your answer was not accepted: {error}. Reply again with only a JSON value matching the "
+                f"{self.spec.name} schema."
+            )
+        part = TextPart(text=text, provider_metadata={"toolwire": {"output_retry": True}})
+        return Message(role="user", parts=(part,), session_id=session_id)
+
+
+def _settled(call: ToolCallPart, output: str, is_error: bool, now: float) -> ToolOutcome:
+    return ToolOutcome(
+        call=call,
+        result=ToolResultPart(
+            tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=output, is_error=is_error
+        ),
+        status="error" if is_error else "ok",
+        started_at=now,
+        finished_at=now,
+        full_output=output,
+    )

@@ -10,7 +10,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,6 +91,38 @@ class ToolOutcome:
         return self.finished_at - self.started_at
 
 
+@dataclass(frozen=True, slots=True)
+class CallStarted:
+    """A call of the batch began executing."""
+
+    call: ToolCallPart
+    started_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class CallHeartbeat:
+    """A call is still running (sent every ``heartbeat_interval`` while it runs)."""
+
+    call: ToolCallPart
+    elapsed: float
+
+
+@dataclass(frozen=True, slots=True)
+class CallFinished:
+    """A call's outcome, already recorded by ``on_finished``."""
+
+    outcome: ToolOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class _Failed:
+    error: BaseException
+
+
+BatchItem = CallStarted | CallHeartbeat | CallFinished
+"""What :meth:`ToolExecutor.run_batch` yields, besides whatever the running tools put in the inbox."""
+
+
 @dataclass(kw_only=True)
 class ToolExecutor:
     registry: ToolRegistry
@@ -99,6 +131,73 @@ class ToolExecutor:
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
     allowed: frozenset[str] | None = field(default=None)
     """When set, only these tool names may run in this run (``enabled_tools`` / ``exclude_tools``)."""
+
+    async def run_batch(
+        self,
+        calls: Sequence[ToolCallPart],
+        ctx: RunContext[Any],
+        *,
+        inbox: asyncio.Queue[Any],
+        on_finished: Callable[[ToolOutcome], Awaitable[None]],
+        args_errors: dict[str, str] | None = None,
+        sequential: bool = False,
+        heartbeat_interval: float | None = None,
+    ) -> AsyncGenerator[Any, None]:
+        """Run one step's calls (concurrently, or one after another when ``sequential``), yielding
+        :data:`BatchItem` s as they happen, heartbeats included, and every other item the tools put in
+        ``inbox`` (their progress events, a sub-agent's events) in the order they were put there.
+
+        ``on_finished`` records each outcome before its :class:`CallFinished` is yielded. Closing the
+        generator cancels the calls still running and waits for them: no call outlives its batch. (The
+        tasks are owned here rather than by an ``asyncio.TaskGroup``, which cannot span the yields of a
+        generator: closing one mid-batch would raise an exception group instead of ``GeneratorExit``.)
+        """
+        errors = args_errors or {}
+        running: dict[str, tuple[ToolCallPart, float]] = {}
+
+        async def run_one(call: ToolCallPart) -> None:
+            started = time.time()
+            running[call.tool_call_id] = (call, started)
+            inbox.put_nowait(CallStarted(call, started))
+            outcome = await self.execute(call, ctx.for_call(call), args_error=errors.get(call.tool_call_id))
+            running.pop(call.tool_call_id, None)
+            await on_finished(outcome)
+            inbox.put_nowait(CallFinished(outcome))
+
+        async def guarded(batch: Sequence[ToolCallPart]) -> None:
+            try:
+                for call in batch:
+                    await run_one(call)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # a store failure must not leave the batch waiting forever
+                inbox.put_nowait(_Failed(exc))
+
+        batches = [list(calls)] if sequential else [[c] for c in calls]
+        tasks = [asyncio.create_task(guarded(batch)) for batch in batches]
+        remaining = len(calls)
+        try:
+            while remaining:
+                item = await _next_item(inbox, heartbeat_interval)
+                if item is _TICK:
+                    now = time.time()
+                    for call, started in list(running.values()):
+                        yield CallHeartbeat(call, now - started)
+                    continue
+                if isinstance(item, _Failed):
+                    raise item.error
+                if isinstance(item, CallFinished):
+                    remaining -= 1
+                yield item
+            while not inbox.empty():  # what a tool emitted after its result (rare) still reaches clients
+                item = inbox.get_nowait()
+                if not isinstance(item, _Failed):
+                    yield item
+        finally:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def execute(
         self, call: ToolCallPart, ctx: RunContext[Any], *, args_error: str | None = None
@@ -216,6 +315,23 @@ class ToolExecutor:
 
     def _truncate(self, output: Any) -> Any:
         return truncate_output(output, self.max_output_chars)
+
+
+_TICK: Any = object()
+
+
+async def _next_item(queue: asyncio.Queue[Any], interval: float | None) -> Any:
+    """The next queued item, or ``_TICK`` when ``interval`` passed without one (time for heartbeats)."""
+    try:
+        return queue.get_nowait()
+    except asyncio.QueueEmpty:
+        pass
+    if not interval:
+        return await queue.get()
+    try:
+        return await asyncio.wait_for(queue.get(), interval)
+    except TimeoutError:
+        return _TICK
 
 
 def _jsonable(value: Any) -> tuple[Any, bool]:

@@ -165,9 +165,7 @@ def function_tool(
         from pydantic import Field
 
         fields[param.name] = (annotation, Field(default, description=param_docs.get(param.name)))
-    args_model = create_model(
-        f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
-    )
+    args_model = create_model(f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
     schema = args_model.model_json_schema()
     schema.pop("title", None)
     for prop in schema.get("properties", {}).values():

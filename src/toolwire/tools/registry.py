@@ -54,7 +54,11 @@ class Toolset:
     kind = "toolset"
 
     def __init__(
-        self, tools: Iterable[Tool | Callable[..., Any]] = (), *, name: str | None = None, prefix: str | None = None
+        self,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        *,
+        name: str | None = None,
+        prefix: str | None = None,
     ) -> None:
         self.name = name or type(self).__name__
         self.prefix = prefix

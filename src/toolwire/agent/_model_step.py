@@ -1,0 +1,180 @@
+"""One model call of a run: the driver's stream of parts becomes the run's events.
+
+Every part is cleaned once, here (lone surrogates -> U+FFFD, every delta kind alike), then added to the
+step's :class:`~toolwire.models.base.MessageBuilder` and translated into an event: what clients see
+live and what the store keeps are the same text. A failed request is retried with backoff only while
+nothing of it was emitted; after partial output the step is aborted (nothing of it is stored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncGenerator
+from typing import assert_never
+
+from toolwire._text import clean_stream_part
+from toolwire.agent._recorder import StepRecorder
+from toolwire.agent.config import RunConfig
+from toolwire.agent.output import OutputPolicy
+from toolwire.errors import ProviderError, ProviderProtocolError, StepAborted
+from toolwire.events import (
+    AgentEvent,
+    MediaEvent,
+    OutputPartial,
+    ReasoningDeltaEvent,
+    ReasoningEndEvent,
+    ReasoningStartEvent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ToolCallComplete,
+    ToolInputAvailableEvent,
+    ToolInputDeltaEvent,
+    ToolInputStartEvent,
+)
+from toolwire.models.base import (
+    File,
+    Finish,
+    MessageBuilder,
+    ModelRequest,
+    ModelStreamPart,
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
+    ResponseMetadata,
+    StreamError,
+    StreamStart,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ToolInputDelta,
+    ToolInputEnd,
+    ToolInputStart,
+    ToolResult,
+    closing,
+)
+
+logger = logging.getLogger("toolwire.agent")
+
+
+class ModelStep:
+    """Streams model steps of one run as events."""
+
+    def __init__(self, config: RunConfig, recorder: StepRecorder, output: OutputPolicy | None) -> None:
+        self._config = config
+        self._recorder = recorder
+        self._output = output
+
+    async def stream(
+        self, request: ModelRequest, builder: MessageBuilder, message_id: str, step: int
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """The step's events; ``builder`` holds the assembled parts and the finish when it returns."""
+        config, output = self._config, self._output
+        attempt = 0
+        while True:
+            emitted = False
+            if output is not None:
+                output.reset_partial()
+            try:
+                async with closing(config.driver.stream_step(config.model, request)) as parts:
+                    async for raw in parts:
+                        part = clean_stream_part(raw)
+                        builder.add(part)
+                        if isinstance(part, StreamError):
+                            raise part.error
+                        event = self.translate(part, message_id)
+                        if event is None:
+                            continue
+                        emitted = True
+                        yield event
+                        if output is not None and (partial := output.partial(part)) is not None:
+                            yield self._recorder.event(OutputPartial, partial=partial)
+                if builder.finish is None:
+                    raise ProviderProtocolError(
+                        "the model stream ended without a finish part",
+                        provider=config.model.provider,
+                        model=config.model.model_name,
+                        retryable=True,
+                    )
+                return
+            except ProviderError as exc:
+                if emitted or not exc.retryable or attempt >= config.retries:
+                    if emitted:
+                        raise StepAborted(
+                            f"step {step} aborted after partial output: {exc}; nothing of it was stored"
+                        ) from exc
+                    raise
+                delay = backoff(attempt, exc.retry_after, config.retry_delay)
+                logger.warning("model request failed (%s); retry %d in %.2fs", exc, attempt + 1, delay)
+                attempt += 1
+                builder.reset()
+                await asyncio.sleep(delay)
+
+    def translate(self, part: ModelStreamPart, message_id: str) -> AgentEvent | None:
+        """The event a stream part becomes, numbered now; ``None`` for bookkeeping parts."""
+        ev = self._recorder.event
+        match part:
+            case TextStart():
+                return ev(TextStartEvent, id=f"{message_id}-{part.id}", message_id=message_id)
+            case TextDelta():
+                return ev(
+                    TextDeltaEvent, id=f"{message_id}-{part.id}", delta=part.delta, message_id=message_id
+                )
+            case TextEnd():
+                return ev(TextEndEvent, id=f"{message_id}-{part.id}", message_id=message_id)
+            case ReasoningStart():
+                return ev(ReasoningStartEvent, id=f"{message_id}-{part.id}", message_id=message_id)
+            case ReasoningDelta():
+                return ev(
+                    ReasoningDeltaEvent, id=f"{message_id}-{part.id}", delta=part.delta, message_id=message_id
+                )
+            case ReasoningEnd():
+                return ev(ReasoningEndEvent, id=f"{message_id}-{part.id}", message_id=message_id)
+            case ToolInputStart():
+                return ev(
+                    ToolInputStartEvent,
+                    tool_call_id=part.id,
+                    tool_name=part.tool_name,
+                    provider_executed=part.provider_executed,
+                    title=part.title,
+                    provider_metadata=part.provider_metadata,
+                )
+            case ToolInputDelta():
+                return ev(ToolInputDeltaEvent, tool_call_id=part.id, delta=part.delta)
+            case ToolInputEnd():
+                return ev(
+                    ToolInputAvailableEvent,
+                    tool_call_id=part.id,
+                    tool_name=part.tool_name,
+                    args=part.args,
+                    provider_metadata=part.provider_metadata,
+                    provider_executed=part.provider_executed,
+                    title=part.title,
+                    message_id=message_id,
+                )
+            case ToolResult():  # a provider-executed tool's result (web search, code execution)
+                return ev(
+                    ToolCallComplete,
+                    tool_call_id=part.tool_call_id,
+                    tool_name=part.tool_name,
+                    output=part.output,
+                    is_error=part.is_error,
+                    status="error" if part.is_error else "ok",
+                    provider_executed=True,
+                )
+            case File():
+                return ev(MediaEvent, content_type=part.media_type, data=part.data, message_id=message_id)
+            case StreamStart() | ResponseMetadata() | Finish() | StreamError():
+                return None
+            case _:
+                assert_never(part)
+
+
+def backoff(attempt: int, retry_after: float | None, base_delay: float) -> float:
+    """Exponential backoff with jitter; the provider's ``Retry-After`` wins when it gave one."""
+    if retry_after is not None:
+        return min(retry_after, 60.0)
+    base: float = min(base_delay * (2**attempt), 8.0)
+    return base * (0.5 + random.random())

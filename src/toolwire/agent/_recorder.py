@@ -1,0 +1,241 @@
+"""``StepRecorder``: the loop's only way to the store, and the numbering of its events.
+
+It owns what must stay consistent between the two: the session row (owner checked when the run starts),
+the session lock (taken, renewed after half its TTL, released), the event ``seq`` and the highest seq
+the store has recorded, and the step whose tools are running (so a run stopped half-way records its
+unfinished calls as cancelled). Events are numbered here, at the moment they are published; a write
+that records a seq only ever records the seq of events already numbered.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from toolwire.events import Envelope
+from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage
+from toolwire.store.base import SessionInfo, StepRecord, Store, ToolCallRecord, check_owner, lock_owner
+from toolwire.tools.executor import ToolOutcome
+
+logger = logging.getLogger("toolwire.agent")
+E = TypeVar("E", bound=Envelope)
+
+LOCK_TTL = 600.0
+"""Seconds a run's session lock lasts without renewal (renewed at step starts after half of it)."""
+CANCELLED_OUTPUT = "Tool call cancelled: the run was stopped before the tool finished."
+
+
+@dataclass(slots=True)
+class OpenStep:
+    """A step whose tool calls are being executed."""
+
+    step: int
+    message_id: str
+    """The assistant message that made the calls."""
+    calls: list[ToolCallPart]
+    outcomes: dict[str, ToolOutcome] = field(default_factory=dict)
+
+
+class StepRecorder:
+    """Persists one run through the store hook and numbers its events."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        session: SessionInfo,
+        interaction_id: str,
+        max_output_chars: int,
+    ) -> None:
+        self.store = store
+        self.session = session
+        self.interaction_id = interaction_id
+        self.seq = 0
+        self._persisted_seq = 0
+        self._max_output_chars = max_output_chars
+        self._lock_owner = lock_owner(interaction_id)
+        self._locked_at = 0.0
+        self.open_step: OpenStep | None = None
+
+    @property
+    def session_id(self) -> str:
+        return self.session.id
+
+    # -- events ------------------------------------------------------------------------------------
+
+    def event(self, cls: type[E], **fields: Any) -> E:
+        """A new event of this run's session, numbered now."""
+        self.seq += 1
+        return cls(
+            session_id=self.session.id,
+            parent_session_id=self.session.parent_session_id,
+            user_session_id=self.session.user_session_id or self.session.id,
+            interaction_id=self.interaction_id,
+            seq=self.seq,
+            **fields,
+        )
+
+    # -- the run's lifecycle ----------------------------------------------------------------------
+
+    async def open(self) -> list[Message]:
+        """Create or check the session, take its lock, and return the history repaired for the model.
+
+        The stored row decides: a session created by someone else (or elsewhere in the tree) is refused
+        with :class:`~toolwire.errors.SessionAccessError` before anything is read or written.
+        """
+        info = await self.store.ensure_session(self.session)
+        check_owner(info, self.session.user_id, parent_session_id=self.session.parent_session_id)
+        self.seq = self._persisted_seq = info.last_seq
+        await self.store.lock_session(self.session.id, self._lock_owner, ttl=LOCK_TTL)
+        self._locked_at = time.monotonic()
+        return await self.store.load_history(
+            self.session.id, mark_interrupted=True, max_output_chars=self._max_output_chars
+        )
+
+    async def renew_lock(self) -> None:
+        """Keep the session through a long run (cheap: writes only after half the TTL)."""
+        if time.monotonic() - self._locked_at > LOCK_TTL / 2:
+            await self.store.lock_session(self.session.id, self._lock_owner, ttl=LOCK_TTL)
+            self._locked_at = time.monotonic()
+
+    async def release(self) -> None:
+        """Record the last seq (resume by ``Last-Event-ID`` across runs) and give the session back."""
+        try:
+            if self.seq > self._persisted_seq:
+                await self.store.finish_step(
+                    self.session.id,
+                    step=0,
+                    interaction_id=self.interaction_id,
+                    tool_message=None,
+                    usage=Usage(),
+                    last_seq=self.seq,
+                )
+                self._persisted_seq = self.seq
+        except Exception:
+            logger.exception("could not record the last event seq for session %s", self.session.id)
+        finally:
+            await self.store.unlock_session(self.session.id, self._lock_owner)
+
+    # -- the hook ----------------------------------------------------------------------------------
+
+    async def append(self, message: Message) -> None:
+        await self.store.append_message(self.session.id, message, interaction_id=self.interaction_id)
+
+    async def begin_step(
+        self, step: int, message: Message, calls: Sequence[ToolCallPart], usage: Usage, finish_reason: str
+    ) -> None:
+        """The assistant message and its calls, pending, before any tool runs."""
+        now = time.time()
+        records = tuple(
+            ToolCallRecord(
+                session_id=self.session.id,
+                tool_call_id=c.tool_call_id,
+                tool_name=c.tool_name,
+                message_id=message.id,
+                step=step,
+                args=c.args,
+                provider=message.provider,
+                model=message.model,
+                interaction_id=self.interaction_id,
+            )
+            for c in calls
+        )
+        record = StepRecord(
+            session_id=self.session.id,
+            interaction_id=self.interaction_id,
+            step=step,
+            message=message,
+            tool_calls=records,
+            usage=usage,
+            finish_reason=finish_reason,
+            started_at=now,
+            finished_at=now,
+        )
+        await self.store.begin_step(record)
+        if calls:
+            self.open_step = OpenStep(step=step, message_id=message.id, calls=list(calls))
+
+    async def complete(self, outcome: ToolOutcome) -> None:
+        """One call's outcome, durable before anyone hears of it."""
+        assert self.open_step is not None
+        self.open_step.outcomes[outcome.call.tool_call_id] = outcome
+        await self.store.complete_tool_call(
+            self.session.id,
+            outcome.call.tool_call_id,
+            message_id=self.open_step.message_id,
+            status=outcome.status,
+            output=outcome.full_output,
+            is_error=outcome.result.is_error,
+            started_at=outcome.started_at,
+            finished_at=outcome.finished_at,
+        )
+
+    async def finish_step(
+        self, step: int, tool_message: Message | None, usage: Usage, announce: Sequence[E]
+    ) -> None:
+        """The step's results, usage and the seq of ``announce`` (numbered, about to be published): one
+        transaction, so a client resuming after them never misses or repeats one."""
+        last_seq = max((e.seq for e in announce), default=self.seq)
+        await self.store.finish_step(
+            self.session.id,
+            step=step,
+            interaction_id=self.interaction_id,
+            tool_message=tool_message,
+            usage=usage,
+            last_seq=last_seq,
+        )
+        self._persisted_seq = max(self._persisted_seq, last_seq)
+        self.open_step = None
+
+    async def close_open_step(self) -> Message | None:
+        """The run stopped while tools ran: record the unfinished calls as cancelled (history stays valid).
+
+        Returns the step's tool message, or ``None`` when no step was open or the store failed (then
+        ``load_history`` repairs whatever is left pending).
+        """
+        open_step, self.open_step = self.open_step, None
+        if open_step is None:
+            return None
+        try:
+            results: list[ToolResultPart] = []
+            now = time.time()
+            for call in open_step.calls:
+                outcome = open_step.outcomes.get(call.tool_call_id)
+                if outcome is not None:
+                    results.append(outcome.result)
+                    continue
+                await self.store.complete_tool_call(
+                    self.session.id,
+                    call.tool_call_id,
+                    message_id=open_step.message_id,
+                    status="cancelled",
+                    output=CANCELLED_OUTPUT,
+                    is_error=True,
+                    started_at=None,
+                    finished_at=now,
+                )
+                results.append(
+                    ToolResultPart(
+                        tool_call_id=call.tool_call_id,
+                        tool_name=call.tool_name,
+                        output=CANCELLED_OUTPUT,
+                        is_error=True,
+                    )
+                )
+            message = Message(role="tool", parts=tuple(results), session_id=self.session.id)
+            await self.store.finish_step(
+                self.session.id,
+                step=open_step.step,
+                interaction_id=self.interaction_id,
+                tool_message=message,
+                usage=Usage(),
+                last_seq=self.seq,
+            )
+            self._persisted_seq = max(self._persisted_seq, self.seq)
+            return message
+        except Exception:  # best effort: load_history repairs whatever is left pending
+            logger.exception("could not record cancelled tool calls for session %s", self.session.id)
+            return None

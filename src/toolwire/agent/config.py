@@ -1,0 +1,66 @@
+"""``RunConfig``: the frozen snapshot of an :class:`~toolwire.agent.Agent` that one run reads.
+
+The loop never reaches back into the ``Agent``: changing an agent's settings while a run is going on
+does not change that run, and the loop's dependencies are the fields listed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from toolwire.agent.drivers import Driver
+from toolwire.agent.output import OutputSpec
+from toolwire.models.base import Model, ModelSettings, ToolChoice
+from toolwire.observability import EventBus
+from toolwire.store.base import Store
+from toolwire.tools.executor import ToolExecutor, ToolInterceptor
+from toolwire.tools.registry import ToolRegistry
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunConfig:
+    """Everything a run needs from its agent, fixed when the run starts."""
+
+    model: Model
+    driver: Driver
+    registry: ToolRegistry
+    name: str | None
+    instructions: str | None
+    model_settings: ModelSettings
+    tool_choice: ToolChoice
+    max_steps: int
+    retries: int
+    """Retries of a model request that failed before it produced any output."""
+    retry_delay: float
+    """Base of the exponential backoff (seconds) between those retries."""
+    heartbeat_interval: float | None
+    raise_on_failure: bool
+    stop_on_block: bool
+    max_tool_output_chars: int
+    interceptors: Sequence[ToolInterceptor]
+    tool_timeout: float | None
+    output: OutputSpec | None
+    output_retries: int
+    user_id: str | None
+    events: EventBus
+    open_store: Callable[[], Awaitable[Store]]
+    """The agent's own store (opened on first use)."""
+    store_configured: bool
+    """Whether the agent was given a store; a sub-agent without one records beside its caller."""
+
+    def tool_choice_for_step(self, step: int) -> ToolChoice:
+        """``required`` or a named tool applies to the first step only; later steps are ``auto`` so the
+        model can answer with the results (otherwise it could never stop)."""
+        if step > 1 and self.tool_choice not in ("auto", "none"):
+            return "auto"
+        return self.tool_choice
+
+    def executor(self, allowed: frozenset[str]) -> ToolExecutor:
+        return ToolExecutor(
+            registry=self.registry,
+            interceptors=self.interceptors,
+            default_timeout=self.tool_timeout,
+            max_output_chars=self.max_tool_output_chars,
+            allowed=allowed,
+        )
