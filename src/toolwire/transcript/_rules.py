@@ -1,19 +1,50 @@
-"""The transcript rules, as private handlers shared by live events and history replay.
+"""The transcript rules: the state and the handlers shared by live events and history replay.
 
-:class:`~toolwire.transcript.Transcript` dispatches each event (or stored message) to these handlers;
-keeping one set of handlers for both is what makes a resumed transcript equal the live one. The rules
-are written down in docs/transcript.md.
+:class:`~toolwire.transcript.Transcript` holds one :class:`Rules` and hands it each event (:meth:`Rules.apply`)
+or the stored history (:meth:`Rules.restore`); keeping one set of handlers for both is what makes a resumed
+transcript equal the live one. The rules are written down in docs/transcript.md. This file is the Python
+side of src/toolwire/server/static/transcript.js: same sections, same handlers, in the same order.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import Any
+from types import MappingProxyType
+from typing import Any, assert_never
 
-from toolwire._transcript_state import MAX_DEPTH, CallState, Entry, Listener, SessionState, Source, first
-from toolwire._transcript_types import (
+from toolwire.events import (
+    AgentEvent,
+    CustomDataEvent,
+    ErrorEvent,
+    InteractionEnd,
+    InteractionStart,
+    MediaEvent,
+    MessagePersisted,
+    OutputAvailable,
+    OutputPartial,
+    ReasoningDeltaEvent,
+    ReasoningEndEvent,
+    ReasoningStartEvent,
+    StepFinish,
+    StepStart,
+    SystemMessageEvent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ToolCallActive,
+    ToolCallComplete,
+    ToolCallHeartbeat,
+    ToolInputAvailableEvent,
+    ToolInputDeltaEvent,
+    ToolInputStartEvent,
+    ToolProgress,
+    UserTurnStart,
+)
+from toolwire.messages import FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from toolwire.transcript._state import MAX_DEPTH, CallState, Entry, Listener, SessionState, Source, first
+from toolwire.transcript.types import (
     MessageAdded,
     MessageUpdated,
     NotificationAdded,
@@ -23,17 +54,21 @@ from toolwire._transcript_types import (
     RemovalReason,
     ToolNotification,
     TranscriptChange,
+    TranscriptMessage,
     TranscriptRole,
+    TranscriptSession,
     TranscriptToolCall,
 )
-from toolwire.events import AgentEvent
-from toolwire.messages import FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 
 
-class Reducer:
-    """Transcript state and the handlers that change it: O(1) amortized per event; clean-ups walk live state only."""
+class Rules:
+    """Transcript state and the handlers that change it: O(1) amortized per event; clean-ups walk live state only.
 
-    def __init__(self, *, on_change: Listener | None = None) -> None:
+    ``listeners`` is the owner's list of change listeners, shared, not copied: the owner subscribes and
+    unsubscribes, the rules only report to whoever is in it.
+    """
+
+    def __init__(self, listeners: list[Listener]) -> None:
         self._entries: list[Entry] = []
         self._by_id: dict[str, Entry] = {}
         self._sessions: dict[str, SessionState] = {}
@@ -45,8 +80,129 @@ class Reducer:
         self._ordinal = 0
         self._current_root: str | None = None
         self._tree_version = 0
-        self._listeners: list[Listener] = [on_change] if on_change is not None else []
+        self._listeners = listeners
         self._ops = 0
+
+    # -- reading -------------------------------------------------------------------------------------
+
+    @property
+    def ops(self) -> int:
+        return self._ops
+
+    @property
+    def notifications(self) -> Mapping[tuple[str, str], ToolNotification]:
+        return MappingProxyType(self._notifications)
+
+    def messages(self) -> list[TranscriptMessage]:
+        self._ops += len(self._entries)
+        return [entry.freeze() for entry in self._entries]
+
+    def message(self, message_id: str) -> TranscriptMessage | None:
+        entry = self._by_id.get(message_id)
+        return entry.freeze() if entry is not None else None
+
+    def pending_calls(self) -> dict[str, tuple[TranscriptToolCall, ...]]:
+        self._ops += sum(len(calls) for calls in self._pending.values())
+        return {
+            sid: tuple(call for _, call in sorted(calls, key=first)) for sid, calls in self._pending.items()
+        }
+
+    def sessions(self) -> dict[str, TranscriptSession]:
+        self._ops += len(self._sessions)
+        return {
+            s.id: TranscriptSession(session_id=s.id, parent_session_id=s.parent, children=tuple(s.children))
+            for s in self._sessions.values()
+            if s.id
+        }
+
+    # -- events --------------------------------------------------------------------------------------
+
+    def apply_all(self, events: Iterable[AgentEvent]) -> None:
+        apply = self.apply
+        for event in events:
+            apply(event)
+
+    def apply(self, event: AgentEvent) -> None:
+        """Consume one agent event of any session. Never raises on odd streams; see docs/transcript.md."""
+        self._ops += 1
+        state = self._enter(event)
+        if state is None:
+            return
+        match event:
+            case TextDeltaEvent():
+                self._text(state, event.message_id, "assistant", event.delta)
+            case ReasoningDeltaEvent():
+                self._text(state, event.message_id, "reasoning", event.delta)
+            case (
+                ToolInputStartEvent()
+                | ToolInputAvailableEvent()
+                | ToolCallActive()
+                | ToolCallHeartbeat()
+                | ToolProgress()
+                | ToolCallComplete()
+            ):
+                self._tool_event(state, event)
+            case UserTurnStart():
+                self._user_turn(state, event.message)
+            case InteractionEnd():
+                state.anon = None
+                self._clear_notifications("interaction-end", state.id)
+            case StepFinish():
+                state.anon = None
+            case SystemMessageEvent():
+                self._note(
+                    state, "system", text=event.text, level=event.level, tool_call_id=event.tool_call_id
+                )
+            case ErrorEvent():
+                self._note(state, "system", text=event.message, level="error", tool_call_id=None)
+            case MediaEvent():
+                entry = self._note(state, "media", text="", level=None, tool_call_id=event.tool_call_id)
+                entry.content_type, entry.url, entry.data = event.content_type, event.url, event.data
+            case (
+                InteractionStart()
+                | StepStart()
+                | TextStartEvent()
+                | TextEndEvent()
+                | ReasoningStartEvent()
+                | ReasoningEndEvent()
+                | ToolInputDeltaEvent()
+                | CustomDataEvent()
+                | OutputPartial()
+                | OutputAvailable()
+                | MessagePersisted()
+            ):
+                pass  # registering the session (done in _enter) is all these need
+            case _:
+                assert_never(event)
+
+    def _tool_event(
+        self,
+        state: SessionState,
+        event: ToolInputStartEvent
+        | ToolInputAvailableEvent
+        | ToolCallActive
+        | ToolCallHeartbeat
+        | ToolProgress
+        | ToolCallComplete,
+    ) -> None:
+        match event:
+            case ToolInputStartEvent():
+                self._selected(state, event.tool_call_id, event.tool_name, None, event.timestamp)
+            case ToolInputAvailableEvent():
+                self._selected(state, event.tool_call_id, event.tool_name, event.args, event.timestamp)
+            case ToolCallActive():
+                at = event.started_at or event.timestamp
+                self._active(state, event.tool_call_id, event.tool_name, event.args, at)
+            case ToolCallHeartbeat():
+                self._heartbeat(state, event.tool_call_id, event.tool_name, event.timestamp - event.elapsed)
+            case ToolProgress():
+                self._progress(state, event.tool_call_id, event.fraction, event.message)
+            case ToolCallComplete():
+                self._complete(
+                    state, event.tool_call_id, event.tool_name, event.args, event.output, event.is_error
+                )
+            case _:
+                assert_never(event)
 
     # -- sessions ------------------------------------------------------------------------------------
 
@@ -424,3 +580,26 @@ class Reducer:
         for listener in list(self._listeners):
             self._ops += 1
             listener(change)
+
+    # -- resume --------------------------------------------------------------------------------------
+
+    def restore(
+        self,
+        messages: Iterable[Message],
+        *,
+        parents: Mapping[str, str | None] | None = None,
+        last_seq: Mapping[str, int] | None = None,
+    ) -> None:
+        """Replay stored messages (all sessions, in the order they happened) through the live handlers."""
+        parent_of = dict(parents or {})
+        for message in messages:
+            self._ops += 1
+            state = self._register_chain(message.session_id or "", parent_of)
+            if state.id:
+                self._switch_root(state)
+            self._replay(state, message)
+        for session_id in parent_of:
+            self._register_chain(session_id, parent_of)
+        for session_id, seq in (last_seq or {}).items():
+            state = self._register_chain(session_id, parent_of)
+            state.high_seq = max(state.high_seq, seq)

@@ -14,6 +14,7 @@ finishes (``completion`` with ``running: false``).
 from __future__ import annotations
 
 import base64
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
@@ -35,7 +36,8 @@ from toolwire.events import (
     UserTurnStart,
 )
 from toolwire.messages import Message, TextPart, Usage
-from toolwire.models.base import parse_tool_args
+
+__all__ = ["from_agent_c"]
 
 _LEVELS: dict[str, Literal["info", "warning", "error"]] = {
     "info": "info",
@@ -182,8 +184,20 @@ def _args(raw: Any) -> dict[str, Any]:
     if isinstance(raw, Mapping):
         return dict(raw)
     if isinstance(raw, str):
-        return parse_tool_args(raw)[0]
+        return _json_object(raw)
     return {}
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """OpenAI ``arguments`` JSON text as an object; blank, invalid or non-object JSON gives ``{}``."""
+    text = text.strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _results(raw: Any) -> dict[str, tuple[Any, bool]]:

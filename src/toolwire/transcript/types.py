@@ -1,6 +1,7 @@
 """Values of the transcript: messages with their attached tool calls, notifications, sessions, changes.
 
-These are the frozen snapshots a UI renders; the mutable bookkeeping lives in ``toolwire.transcript``.
+These are the frozen snapshots a UI renders (re-exported by :mod:`toolwire.transcript`); the mutable
+bookkeeping behind them lives in ``toolwire.transcript._state``.
 The ``*_to_dict`` helpers give the JSON form used by the golden conformance files
 (``tests/golden/transcript/``): fields at their default are left out, so a hand-written expectation stays
 short and the JavaScript implementation compares the same shape.
@@ -10,6 +11,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
+
+__all__ = [
+    "MessageAdded",
+    "MessageUpdated",
+    "NotificationAdded",
+    "NotificationRemoved",
+    "NotificationStatus",
+    "NotificationUpdated",
+    "RemovalReason",
+    "ToolNotification",
+    "TranscriptChange",
+    "TranscriptMessage",
+    "TranscriptRole",
+    "TranscriptSession",
+    "TranscriptSnapshot",
+    "TranscriptToolCall",
+    "change_to_dict",
+    "message_to_dict",
+    "notification_to_dict",
+    "sessions_to_dict",
+    "tool_call_to_dict",
+]
 
 TranscriptRole: TypeAlias = Literal["user", "assistant", "reasoning", "system", "media"]
 NotificationStatus: TypeAlias = Literal["preparing", "executing"]

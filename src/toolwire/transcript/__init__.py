@@ -15,19 +15,24 @@ and a transcript rebuilt from history gets the same ids. Tool calls are keyed by
 Cost: every event is handled in O(1) amortized (dictionary lookups and appends); only the rare
 clean-ups (interaction end, user turn, switching top-level session) walk the *active* notifications or
 the *buffered* calls, never the transcript. :attr:`Transcript.ops` counts that work so tests can check it.
+
+Layout: ``types`` (the public values and their golden-file ``*_to_dict`` forms), ``_rules`` (the state and
+the handlers, the file to hold against the web page's ``static/transcript.js``), ``_state`` (mutable
+bookkeeping), ``agent_c`` (the Agent C event mapping). :class:`Transcript` holds a ``_rules.Rules`` and
+adds the public surface: snapshots, subscriptions, change streams, :meth:`Transcript.from_history`.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import MappingProxyType
-from typing import assert_never
 
-from toolwire._transcript_agent_c import from_agent_c
-from toolwire._transcript_reducer import Reducer
-from toolwire._transcript_state import ChangeStream, Listener, SessionState, first
-from toolwire._transcript_types import (
+from toolwire.events import AgentEvent
+from toolwire.messages import Message
+from toolwire.transcript._rules import Rules
+from toolwire.transcript._state import ChangeStream, Listener
+from toolwire.transcript.agent_c import from_agent_c
+from toolwire.transcript.types import (
     MessageAdded,
     MessageUpdated,
     NotificationAdded,
@@ -44,35 +49,6 @@ from toolwire._transcript_types import (
     notification_to_dict,
     sessions_to_dict,
 )
-from toolwire.events import (
-    AgentEvent,
-    CustomDataEvent,
-    ErrorEvent,
-    InteractionEnd,
-    InteractionStart,
-    MediaEvent,
-    MessagePersisted,
-    OutputAvailable,
-    OutputPartial,
-    ReasoningDeltaEvent,
-    ReasoningEndEvent,
-    ReasoningStartEvent,
-    StepFinish,
-    StepStart,
-    SystemMessageEvent,
-    TextDeltaEvent,
-    TextEndEvent,
-    TextStartEvent,
-    ToolCallActive,
-    ToolCallComplete,
-    ToolCallHeartbeat,
-    ToolInputAvailableEvent,
-    ToolInputDeltaEvent,
-    ToolInputStartEvent,
-    ToolProgress,
-    UserTurnStart,
-)
-from toolwire.messages import Message
 
 __all__ = [
     "ChangeStream",
@@ -97,11 +73,12 @@ __all__ = [
 ]
 
 
-class Transcript(Reducer):
+class Transcript:
     """The chat as a UI shows it, rebuilt from agent events of any number of (sub-)sessions."""
 
     def __init__(self, *, on_change: Listener | None = None) -> None:
-        super().__init__(on_change=on_change)
+        self._listeners: list[Listener] = [on_change] if on_change is not None else []
+        self._rules = Rules(self._listeners)  # reports every change to self._listeners
         self._streams: list[ChangeStream] = []
 
     # -- public surface ------------------------------------------------------------------------------
@@ -109,46 +86,36 @@ class Transcript(Reducer):
     @property
     def messages(self) -> list[TranscriptMessage]:
         """The ordered bubbles (snapshots; a bubble's snapshot is rebuilt only after it changed)."""
-        self._ops += len(self._entries)
-        return [entry.freeze() for entry in self._entries]
+        return self._rules.messages()
 
     def message(self, message_id: str) -> TranscriptMessage | None:
         """The bubble with this transcript id (as named in a change), if any."""
-        entry = self._by_id.get(message_id)
-        return entry.freeze() if entry is not None else None
+        return self._rules.message(message_id)
 
     @property
     def active_tools(self) -> Mapping[tuple[str, str], ToolNotification]:
         """Current notifications by ``(session_id, tool_call_id)``, oldest first (read-only view)."""
-        return MappingProxyType(self._notifications)
+        return self._rules.notifications
 
     @property
     def pending_calls(self) -> dict[str, tuple[TranscriptToolCall, ...]]:
         """Finished calls waiting for their session's next assistant/reasoning bubble."""
-        self._ops += sum(len(calls) for calls in self._pending.values())
-        return {
-            sid: tuple(call for _, call in sorted(calls, key=first)) for sid, calls in self._pending.items()
-        }
+        return self._rules.pending_calls()
 
     @property
     def sessions(self) -> dict[str, TranscriptSession]:
         """The session tree: every session seen, with its parent and children (in order of appearance)."""
-        self._ops += len(self._sessions)
-        return {
-            s.id: TranscriptSession(session_id=s.id, parent_session_id=s.parent, children=tuple(s.children))
-            for s in self._sessions.values()
-            if s.id
-        }
+        return self._rules.sessions()
 
     @property
     def ops(self) -> int:
         """Units of work done so far (events, loop iterations, snapshots): linear in the events applied."""
-        return self._ops
+        return self._rules.ops
 
     def snapshot(self) -> TranscriptSnapshot:
         return TranscriptSnapshot(
             messages=tuple(self.messages),
-            notifications=tuple(self._notifications.values()),
+            notifications=tuple(self._rules.notifications.values()),
             sessions=tuple(self.sessions.values()),
         )
 
@@ -178,90 +145,11 @@ class Transcript(Reducer):
             self._streams.remove(stream)
 
     def apply_all(self, events: Iterable[AgentEvent]) -> None:
-        for event in events:
-            self.apply(event)
+        self._rules.apply_all(events)
 
     def apply(self, event: AgentEvent) -> None:
         """Consume one agent event of any session. Never raises on odd streams; see docs/transcript.md."""
-        self._ops += 1
-        state = self._enter(event)
-        if state is None:
-            return
-        match event:
-            case TextDeltaEvent():
-                self._text(state, event.message_id, "assistant", event.delta)
-            case ReasoningDeltaEvent():
-                self._text(state, event.message_id, "reasoning", event.delta)
-            case (
-                ToolInputStartEvent()
-                | ToolInputAvailableEvent()
-                | ToolCallActive()
-                | ToolCallHeartbeat()
-                | ToolProgress()
-                | ToolCallComplete()
-            ):
-                self._tool_event(state, event)
-            case UserTurnStart():
-                self._user_turn(state, event.message)
-            case InteractionEnd():
-                state.anon = None
-                self._clear_notifications("interaction-end", state.id)
-            case StepFinish():
-                state.anon = None
-            case SystemMessageEvent():
-                self._note(
-                    state, "system", text=event.text, level=event.level, tool_call_id=event.tool_call_id
-                )
-            case ErrorEvent():
-                self._note(state, "system", text=event.message, level="error", tool_call_id=None)
-            case MediaEvent():
-                entry = self._note(state, "media", text="", level=None, tool_call_id=event.tool_call_id)
-                entry.content_type, entry.url, entry.data = event.content_type, event.url, event.data
-            case (
-                InteractionStart()
-                | StepStart()
-                | TextStartEvent()
-                | TextEndEvent()
-                | ReasoningStartEvent()
-                | ReasoningEndEvent()
-                | ToolInputDeltaEvent()
-                | CustomDataEvent()
-                | OutputPartial()
-                | OutputAvailable()
-                | MessagePersisted()
-            ):
-                pass  # registering the session (done in _enter) is all these need
-            case _:
-                assert_never(event)
-
-    def _tool_event(
-        self,
-        state: SessionState,
-        event: ToolInputStartEvent
-        | ToolInputAvailableEvent
-        | ToolCallActive
-        | ToolCallHeartbeat
-        | ToolProgress
-        | ToolCallComplete,
-    ) -> None:
-        match event:
-            case ToolInputStartEvent():
-                self._selected(state, event.tool_call_id, event.tool_name, None, event.timestamp)
-            case ToolInputAvailableEvent():
-                self._selected(state, event.tool_call_id, event.tool_name, event.args, event.timestamp)
-            case ToolCallActive():
-                at = event.started_at or event.timestamp
-                self._active(state, event.tool_call_id, event.tool_name, event.args, at)
-            case ToolCallHeartbeat():
-                self._heartbeat(state, event.tool_call_id, event.tool_name, event.timestamp - event.elapsed)
-            case ToolProgress():
-                self._progress(state, event.tool_call_id, event.fraction, event.message)
-            case ToolCallComplete():
-                self._complete(
-                    state, event.tool_call_id, event.tool_name, event.args, event.output, event.is_error
-                )
-            case _:
-                assert_never(event)
+        self._rules.apply(event)
 
     @classmethod
     def from_history(
@@ -281,18 +169,7 @@ class Transcript(Reducer):
         stored messages: a call without result shows as executing until its completion arrives.
         """
         transcript = cls(on_change=on_change)
-        parent_of = dict(parents or {})
-        for message in messages:
-            transcript._ops += 1
-            state = transcript._register_chain(message.session_id or "", parent_of)
-            if state.id:
-                transcript._switch_root(state)
-            transcript._replay(state, message)
-        for session_id in parent_of:
-            transcript._register_chain(session_id, parent_of)
-        for session_id, seq in (last_seq or {}).items():
-            state = transcript._register_chain(session_id, parent_of)
-            state.high_seq = max(state.high_seq, seq)
+        transcript._rules.restore(messages, parents=parents, last_seq=last_seq)
         return transcript
 
 

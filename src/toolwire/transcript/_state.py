@@ -1,6 +1,6 @@
 """Mutable bookkeeping behind :class:`toolwire.transcript.Transcript`, and its change stream.
 
-The public values live in ``_transcript_types``; these classes are private, slotted and mutable
+The public values live in :mod:`toolwire.transcript.types`; these classes are private, slotted and mutable
 because they are updated on every event (a frozen copy per delta would make long messages quadratic).
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from toolwire._transcript_types import TranscriptChange, TranscriptMessage, TranscriptRole, TranscriptToolCall
+from toolwire.transcript.types import TranscriptChange, TranscriptMessage, TranscriptRole, TranscriptToolCall
 
 MAX_DEPTH = 256
 """Guard for walks up the session tree (a malformed stream could describe a cycle)."""
