@@ -552,7 +552,7 @@ async def test_api_key_uses_bearer_auth() -> None:
     assert cassette.sent[0].headers["authorization"] == "Bearer bedrock-key"
 
 
-async def test_missing_credentials_fail_at_request_time(
+async def test_missing_credentials_fail_when_the_model_is_built(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     for name in (
@@ -570,9 +570,8 @@ async def test_missing_credentials_fail_at_request_time(
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     cassette = load(FIXTURES[3])
-    model = BedrockModel("m", region="us-east-1", http_client=cassette.client())  # constructing is fine
     with pytest.raises(ConfigError):
-        await collect(model, ModelRequest(messages=[Message.user("hi")]))
+        BedrockModel("m", region="us-east-1", http_client=cassette.client())
     assert cassette.sent == []
 
 

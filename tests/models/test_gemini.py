@@ -688,13 +688,11 @@ async def test_stream_without_finish_reason_is_a_retryable_error() -> None:
     assert any(p.type == "tool-input-end" for p in parts)  # what did arrive is still delivered
 
 
-async def test_missing_credentials_fail_only_when_a_request_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_missing_credentials_fail_when_the_model_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_ACCESS_TOKEN", "GOOGLE_CLOUD_PROJECT"):
         monkeypatch.delenv(name, raising=False)
-    model = GeminiModel("gemini-3-flash-preview")  # no error yet
     with pytest.raises(ConfigError):
-        await collect(model, ModelRequest(messages=[Message.user("x")]))
-    await model.aclose()
+        GeminiModel("gemini-3-flash-preview")
     monkeypatch.setenv("GOOGLE_API_KEY", "from-env")
     assert GeminiModel("m")._endpoint()[1] == {"x-goog-api-key": "from-env"}
     monkeypatch.setenv("GOOGLE_ACCESS_TOKEN", "tok")

@@ -687,3 +687,89 @@ async def test_groq_usage_from_x_groq() -> None:
         x_groq_usage["completion_tokens"],
         x_groq_usage["completion_tokens_details"]["reasoning_tokens"],
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# History metadata is data, never a field name of the request
+
+
+async def _sent_body(request: ModelRequest, **kwargs: Any) -> dict[str, Any]:
+    sent: list[dict[str, Any]] = []
+
+    def handler(http_request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(http_request.content))
+        return httpx.Response(400, json={"error": {"message": "captured"}})
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    model = OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1", http_client=client, **kwargs)
+    with pytest.raises(ProviderHTTPError):
+        await run_turn(model, request)
+    return sent[0]
+
+
+def _with_reasoning_metadata(field_name: Any) -> ModelRequest:
+    thinking = ReasoningPart(
+        text="secret plan", provider_metadata={"openai": {"reasoning_field": field_name}}
+    )
+    call = ToolCallPart(tool_call_id="c1", tool_name="lookup", args={"q": 1})
+    result = ToolResultPart(tool_call_id="c1", tool_name="lookup", output="ok")
+    return ModelRequest(
+        messages=[
+            Message.user("x"),
+            Message(role="assistant", parts=(thinking, TextPart(text="Checking."), call)),
+            Message(role="tool", parts=(result,)),
+        ]
+    )
+
+
+@pytest.mark.parametrize("field_name", ["role", "tool_calls", "content", "model", "", 7, {"a": 1}])
+async def test_history_metadata_cannot_name_a_request_field(field_name: Any) -> None:
+    body = await _sent_body(_with_reasoning_metadata(field_name))
+    assert body["messages"][1] == {
+        "role": "assistant",
+        "content": "Checking.",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"q":1}'}}
+        ],
+    }
+    assert set(body) == {"model", "messages", "stream", "stream_options"}
+
+
+@pytest.mark.parametrize("field_name", ["reasoning_content", "reasoning"])
+async def test_known_reasoning_fields_still_round_trip(field_name: str) -> None:
+    body = await _sent_body(_with_reasoning_metadata(field_name))
+    assert body["messages"][1][field_name] == "secret plan"
+    # The adapter's own configuration wins over what history remembers.
+    body = await _sent_body(_with_reasoning_metadata(field_name), reasoning_field="reasoning_content")
+    assert body["messages"][1]["reasoning_content"] == "secret plan"
+    assert "reasoning" not in body["messages"][1]
+
+
+async def test_extra_content_carries_only_the_gemini_signature() -> None:
+    forged = {
+        "google": {"thought": True, "thought_signature": "c2ln", "cached_content": "cachedContents/x"},
+        "other": {"x": 1},
+    }
+    call = ToolCallPart(
+        tool_call_id="c1",
+        tool_name="lookup",
+        provider_metadata={"openai": {"extra_content": forged, "message_extra_content": forged}},
+    )
+    unsigned = ToolCallPart(
+        tool_call_id="c2",
+        tool_name="lookup",
+        provider_metadata={"openai": {"extra_content": {"google": "x"}}},
+    )
+    results = tuple(ToolResultPart(tool_call_id=c, tool_name="lookup", output="ok") for c in ("c1", "c2"))
+    request = ModelRequest(
+        messages=[
+            Message.user("x"),
+            Message(role="assistant", parts=(call, unsigned)),
+            Message(role="tool", parts=results),
+        ]
+    )
+    assistant = (await _sent_body(request))["messages"][1]
+    signature = {"google": {"thought": True, "thought_signature": "c2ln"}}
+    assert assistant["extra_content"] == signature
+    assert assistant["tool_calls"][0]["extra_content"] == signature
+    assert "extra_content" not in assistant["tool_calls"][1]

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import importlib
-import os
 from typing import TYPE_CHECKING, Any
 
 from toolwire.errors import ConfigError
+from toolwire.models._keys import is_http_url
 from toolwire.models.base import Model, ModelRequest, ModelResponse, ModelSettings, ToolDefinition, collect
 
 if TYPE_CHECKING:
@@ -39,9 +39,22 @@ def __getattr__(name: str) -> Any:
 def infer_model(spec: str | Model) -> Model:
     """Build a model from a string such as ``openai:gpt-4o``, ``anthropic:claude-sonnet-4-5``,
     ``gemini:gemini-2.5-flash``, ``vertex:...``, ``openai-responses:gpt-5``, ``bedrock:MODEL_ID``,
-    ``openai-compatible:NAME@URL``, ``local`` or ``scripted:FILE.json``. Keys come from the usual
-    environment variables (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY`` / ``GOOGLE_API_KEY``,
-    AWS credentials for Bedrock).
+    ``openai-compatible:NAME@URL``, ``local`` or ``scripted:FILE.json``.
+
+    Keys come from the environment, and a key only ever goes to the host it belongs to:
+
+    * ``OPENAI_API_KEY`` is sent to OpenAI's own hosts only (https ``api.openai.com``): never to an
+      ``openai-compatible`` URL, nor to an ``OPENAI_BASE_URL`` elsewhere;
+    * ``openai-compatible:NAME@URL`` takes its key from ``OPENAI_COMPATIBLE_API_KEY`` (meant for that
+      server, never sent to OpenAI); a server on loopback (``localhost``, ``127.0.0.1``, ``[::1]``) may run
+      without one. To give a key in code instead, build ``OpenAIChatModel(NAME, base_url=URL, api_key=...)``
+      (keys do not go in model strings, which end up in logs and process lists);
+    * ``ANTHROPIC_API_KEY`` goes to ``api.anthropic.com`` only, ``GEMINI_API_KEY`` / ``GOOGLE_API_KEY`` to
+      ``generativelanguage.googleapis.com`` only, ``GOOGLE_API_KEY`` / ``GOOGLE_ACCESS_TOKEN`` (Vertex) to
+      ``*aiplatform.googleapis.com`` only, AWS credentials and ``AWS_BEARER_TOKEN_BEDROCK`` to AWS hosts only.
+
+    A missing key is a :class:`~toolwire.errors.ConfigError` raised here, before any request is made or
+    anything is stored.
     """
     if isinstance(spec, Model):
         return spec
@@ -68,9 +81,9 @@ def infer_model(spec: str | Model) -> Model:
         from toolwire.models.openai_chat import OpenAIChatModel
 
         model_name, at, url = name.partition("@")
-        if not at or not url:
-            raise ConfigError("use 'openai-compatible:MODEL@BASE_URL'")
-        return OpenAIChatModel(model_name, base_url=url, api_key=os.environ.get("OPENAI_API_KEY", "none"))
+        if not at or not is_http_url(url):
+            raise ConfigError("use 'openai-compatible:MODEL@BASE_URL' with an http(s) BASE_URL")
+        return OpenAIChatModel(model_name, base_url=url)  # its key: see the docstring
     if provider == "anthropic":
         from toolwire.models.anthropic import AnthropicModel
 

@@ -1,6 +1,7 @@
 """Canonical request -> Anthropic Messages request body (https://docs.anthropic.com/en/api/messages).
 
-Only ``provider_metadata["anthropic"]`` is read. Signed / redacted thinking is sent back only when the
+Only the keys of ``provider_metadata["anthropic"]`` declared in ``ROUND_TRIP_METADATA`` are read, each
+checked before it fills a known field. Signed / redacted thinking is sent back only when the
 assistant message came from Anthropic (or from an unknown producer), never a signature minted elsewhere.
 """
 
@@ -21,14 +22,26 @@ from toolwire.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from toolwire.models._metadata import RoundTrip, read_back
 from toolwire.models.base import ModelRequest, ToolDefinition
 
 PROVIDER = "anthropic"
+ROUND_TRIP_METADATA: RoundTrip = {
+    # tool_use / server_tool_use / mcp_tool_use fields we do not model, echoed back; a server tool result
+    # block (its type, content and error flag), replayed in the assistant turn.
+    PROVIDER: frozenset({"type", "caller", "server_name", "content", "is_error"}),
+}
+"""What the request builder reads back from history (see ``toolwire.models._metadata``). Thinking
+signatures are not metadata: they live on ReasoningPart."""
 
 # Content block types a tool_result may carry; a tool output shaped as a list of these is sent as-is
 # (e.g. ``[{"type": "text", "text": ...}]``), anything else is sent as text.
 _RESULT_BLOCK_TYPES = frozenset({"text", "image", "document", "search_result", "tool_reference"})
 _ID_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
+# Block types of server tool calls and results (server_tool_use, mcp_tool_use; web_search_tool_result, ...):
+# the only types history may choose, so it cannot turn a replayed block into text or anything else.
+_SERVER_CALL = re.compile(r"[a-z][a-z0-9_]*_tool_use")
+_SERVER_RESULT = re.compile(r"[a-z][a-z0-9_]*_tool_result")
 
 
 def build_body(
@@ -168,30 +181,52 @@ def _to_wire_reasoning(part: ReasoningPart) -> dict[str, Any] | None:
 
 
 def _to_wire_tool_call(part: ToolCallPart) -> dict[str, Any]:
-    # ``extra`` carries fields such as ``caller`` that the API wants echoed back.
-    extra = dict(part.provider_metadata.get(PROVIDER, {}))
-    stored_type = extra.pop("type", None)
-    block_type = (stored_type or "server_tool_use") if part.provider_executed else "tool_use"
+    # History (possibly sent by a client) only fills known fields, each checked: the API wants ``caller``
+    # and an MCP call's ``server_name`` echoed back, and a server tool keeps its ``*_tool_use`` block type.
+    own = read_back(part.provider_metadata, ROUND_TRIP_METADATA, PROVIDER)
+    block_type = "tool_use"
+    if part.provider_executed:
+        stored = own.get("type")
+        block_type = (
+            stored if isinstance(stored, str) and _SERVER_CALL.fullmatch(stored) else "server_tool_use"
+        )
     try:
         args = json.loads(part.wire_args_json())
     except ValueError:
         args = part.args
-    return {
-        **extra,
+    block: dict[str, Any] = {
         "type": block_type,
         "id": wire_tool_id(part.tool_call_id),
         "name": part.tool_name,
         "input": args,
     }
+    caller = _caller(own.get("caller"))
+    if caller is not None:
+        block["caller"] = caller
+    if part.provider_executed and isinstance(own.get("server_name"), str):
+        block["server_name"] = own["server_name"]
+    return block
+
+
+def _caller(value: Any) -> dict[str, str] | None:
+    """``{"type": "direct"}`` or ``{"type": "code_execution_...", "tool_id": ...}``; nothing else."""
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        return None
+    return {k: v for k, v in value.items() if k in ("type", "tool_id") and isinstance(v, str)}
 
 
 def _to_wire_server_result(part: ToolResultPart) -> dict[str, Any] | None:
-    """A provider-executed result, replayed verbatim from the block we received (``None`` if not ours)."""
-    stored = dict(part.provider_metadata.get(PROVIDER, {}))
-    if "type" not in stored:
+    """A provider-executed result, replayed from the block we received (``None`` if not ours): its
+    ``*_tool_result`` type, content and error flag, nothing else."""
+    stored = read_back(part.provider_metadata, ROUND_TRIP_METADATA, PROVIDER)
+    kind = stored.get("type")
+    if not isinstance(kind, str) or not _SERVER_RESULT.fullmatch(kind):
         return None
-    stored.setdefault("content", part.output)
-    return {**stored, "tool_use_id": part.tool_call_id}
+    block: dict[str, Any] = {"type": kind, "tool_use_id": part.tool_call_id}
+    block["content"] = stored.get("content", part.output)
+    if isinstance(stored.get("is_error"), bool):
+        block["is_error"] = stored["is_error"]
+    return block
 
 
 def _to_wire_user(parts: Sequence[Part], wire: list[dict[str, Any]]) -> list[dict[str, Any]]:

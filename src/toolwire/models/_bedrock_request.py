@@ -1,9 +1,10 @@
 """Canonical request -> Bedrock Converse request body
 (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html).
 
-Only ``provider_metadata["bedrock"]`` is read. Reasoning signatures are sent back only when the assistant
-message came from Bedrock (or from an unknown producer). Binary content travels as base64 strings,
-which is how the JSON wire carries Converse ``bytes`` fields.
+No ``provider_metadata`` is read (``ROUND_TRIP_METADATA`` is empty). Reasoning signatures, which live on
+ReasoningPart, are sent back only when the assistant message came from Bedrock (or from an unknown
+producer). Binary content travels as base64 strings, which is how the JSON wire carries Converse ``bytes``
+fields.
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ from toolwire.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from toolwire.models._metadata import RoundTrip
 from toolwire.models.base import ModelRequest, ToolDefinition
 
 PROVIDER = "bedrock"
+ROUND_TRIP_METADATA: RoundTrip = {}
+"""Nothing is read back from history metadata: reasoning signatures live on ReasoningPart."""
 
 _ID_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 _DOCUMENT_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9\-()\[\] ]+")

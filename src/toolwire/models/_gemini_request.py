@@ -28,7 +28,11 @@ from toolwire.messages import (
     ToolResultPart,
 )
 from toolwire.models._gemini_response import CODE_EXECUTION, PROVIDER
+from toolwire.models._metadata import RoundTrip, read_back
 from toolwire.models.base import ModelRequest
+
+ROUND_TRIP_METADATA: RoundTrip = {PROVIDER: frozenset({"thoughtSignature"})}
+"""What the request builder reads back from history (see ``toolwire.models._metadata``)."""
 
 PLACEHOLDER_SIGNATURE = base64.b64encode(b"context_engineering_is_the_way_to_go").decode()
 """The dummy signature Google documents for function calls Gemini did not produce
@@ -36,7 +40,7 @@ PLACEHOLDER_SIGNATURE = base64.b64encode(b"context_engineering_is_the_way_to_go"
 
 
 def _signature(part: TextPart | ReasoningPart | ToolCallPart | ToolResultPart | FilePart) -> str | None:
-    value = part.provider_metadata.get(PROVIDER, {}).get("thoughtSignature")
+    value = read_back(part.provider_metadata, ROUND_TRIP_METADATA, PROVIDER).get("thoughtSignature")
     return value if isinstance(value, str) and value else None
 
 

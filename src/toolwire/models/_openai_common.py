@@ -14,6 +14,8 @@ from typing import Any, TypeAlias
 
 from toolwire.errors import ConfigError, ProviderProtocolError, UnsupportedContentError
 from toolwire.messages import FilePart, ProviderMetadata, TextPart, Usage
+from toolwire.models._keys import from_environment, is_own_host, pick_key
+from toolwire.models._metadata import RoundTrip, read_back
 from toolwire.models.base import FinishReason, StreamError
 
 Json: TypeAlias = dict[str, Any]
@@ -21,6 +23,10 @@ Json: TypeAlias = dict[str, Any]
 PROVIDER = "openai"
 """The ``provider_metadata`` key of both adapters (also for OpenAI-compatible servers: same wire)."""
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+KEY_VARIABLE = "OPENAI_API_KEY"
+"""Sent to OpenAI's own hosts only (``api.openai.com`` and its regional ``*.api.openai.com``)."""
+COMPATIBLE_KEY_VARIABLE = "OPENAI_COMPATIBLE_API_KEY"
+"""The key for whichever other server a model is configured with; never sent to OpenAI."""
 
 # Error codes/types that mean "the provider is overloaded or failed internally": worth retrying.
 _RETRYABLE_CODES = frozenset(
@@ -43,25 +49,46 @@ def resolve_base_url(base_url: str | None) -> str:
     return (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
 
 
+def is_openai_url(url: str) -> bool:
+    return is_own_host(url, lambda host: host == "api.openai.com" or host.endswith(".api.openai.com"))
+
+
+def resolve_api_key(api_key: str | None, base_url: str) -> str | None:
+    """The key for ``base_url`` (see ``toolwire.models._keys``): ``OPENAI_API_KEY`` for OpenAI's own hosts,
+    ``OPENAI_COMPATIBLE_API_KEY`` for any other server, none for a loopback server without one."""
+    if is_openai_url(base_url):
+        return pick_key(api_key, base_url, own_host=True, variables=(KEY_VARIABLE,), provider="OpenAI")
+    if api_key is None:
+        api_key = from_environment((COMPATIBLE_KEY_VARIABLE,))
+    return pick_key(
+        api_key,
+        base_url,
+        own_host=False,
+        variables=(KEY_VARIABLE,),
+        provider="OpenAI",
+        elsewhere=f"pass api_key= or set {COMPATIBLE_KEY_VARIABLE}",
+    )
+
+
 def request_headers(
     api_key: str | None, base_url: str, extra: Mapping[str, str], *, stream: bool
 ) -> dict[str, str]:
-    """Headers for one request. A key is required by api.openai.com only: local servers often need none."""
+    """Headers for one request (``api_key`` comes from :func:`resolve_api_key`; ``None`` sends none)."""
     headers = {
         "content-type": "application/json",
         "accept": "text/event-stream" if stream else "application/json",
     }
     if api_key:
         headers["authorization"] = f"Bearer {api_key}"
-    elif base_url == DEFAULT_BASE_URL:
-        raise ConfigError("no OpenAI API key: pass api_key= or set OPENAI_API_KEY")
+    elif is_openai_url(base_url):  # the key was cleared after the model was built
+        raise ConfigError(f"no OpenAI API key: pass api_key= or set {KEY_VARIABLE}")
     headers.update(extra)
     return headers
 
 
-def openai_meta(metadata: ProviderMetadata) -> dict[str, Any]:
-    """This provider's own metadata; other providers' keys are never read."""
-    return metadata.get(PROVIDER) or {}
+def openai_meta(metadata: ProviderMetadata, declared: RoundTrip) -> dict[str, Any]:
+    """The keys an adapter ``declared`` in this provider's metadata; other providers' are never read."""
+    return read_back(metadata, declared, PROVIDER)
 
 
 def meta(**values: Any) -> ProviderMetadata:
@@ -165,7 +192,9 @@ def joined_text(parts: Any) -> str:
 
 
 __all__ = [
+    "COMPATIBLE_KEY_VARIABLE",
     "DEFAULT_BASE_URL",
+    "KEY_VARIABLE",
     "PROVIDER",
     "Json",
     "as_dict",
@@ -174,12 +203,14 @@ __all__ = [
     "error_event",
     "file_data_url",
     "finish_reason",
+    "is_openai_url",
     "joined_text",
     "meta",
     "openai_meta",
     "parse_json",
     "protocol_error",
     "request_headers",
+    "resolve_api_key",
     "resolve_base_url",
     "usage_from",
 ]
@@ -197,4 +228,6 @@ def strict_compatible(schema: Any) -> bool:
         props = schema.get("properties", {})
         if schema.get("additionalProperties") is not False or set(schema.get("required", [])) != set(props):
             return False
-    return all(strict_compatible(v) for k, v in schema.items() if k not in ("required", "enum", "const", "default"))
+    return all(
+        strict_compatible(v) for k, v in schema.items() if k not in ("required", "enum", "const", "default")
+    )

@@ -13,16 +13,20 @@ from typing import Any
 
 import httpx
 
-from toolwire.errors import ConfigError, ProviderProtocolError
+from toolwire.errors import ProviderProtocolError
 from toolwire.models._anthropic_request import build_body
 from toolwire.models._anthropic_stream import AnthropicEventParser, events_from_message
 from toolwire.models._http import make_client, open_stream
+from toolwire.models._keys import is_own_host, pick_key
 from toolwire.models._sse import iter_sse
 from toolwire.models.base import Model, ModelRequest, ModelStreamPart, StreamError, StreamStart
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 """As in Anthropic's SDKs (and their ``ANTHROPIC_BASE_URL``): without ``/v1``."""
 API_VERSION = "2023-06-01"
+KEY_VARIABLE = "ANTHROPIC_API_KEY"
+"""Sent to https ``api.anthropic.com`` only: another base URL (``ANTHROPIC_BASE_URL`` included) takes
+``api_key=``."""
 
 
 class AnthropicModel(Model):
@@ -31,7 +35,9 @@ class AnthropicModel(Model):
     ``thinking`` is sent as the request's ``thinking`` object (e.g. ``{"type": "enabled",
     "budget_tokens": 2048}``); ``builtin_tools`` are Anthropic server tools appended verbatim to
     ``tools`` (e.g. ``{"type": "web_search_20250305", "name": "web_search"}``); ``betas`` go in the
-    ``anthropic-beta`` header.
+    ``anthropic-beta`` header. ``ANTHROPIC_API_KEY`` is only sent to ``api.anthropic.com``: another base URL
+    (``ANTHROPIC_BASE_URL`` included) needs ``api_key=``, except a loopback server, which may run without
+    one. A missing key is a :class:`~toolwire.errors.ConfigError` here, when the model is built.
     """
 
     provider = "anthropic"
@@ -51,8 +57,14 @@ class AnthropicModel(Model):
         headers: Mapping[str, str] | None = None,
     ) -> None:
         self.model_name = model
-        self.api_key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
         self.base_url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        self.api_key = pick_key(
+            api_key,
+            self.base_url,
+            own_host=is_own_host(self.base_url, lambda host: host == "api.anthropic.com"),
+            variables=(KEY_VARIABLE,),
+            provider="Anthropic",
+        )
         self.stream_enabled = stream
         self.max_tokens = max_tokens
         self.thinking = dict(thinking) if thinking is not None else None
@@ -66,14 +78,13 @@ class AnthropicModel(Model):
             await self._client.aclose()
 
     def _headers(self) -> dict[str, str]:
-        if not self.api_key:
-            raise ConfigError("no Anthropic API key: pass api_key= or set ANTHROPIC_API_KEY")
         headers = {
-            "x-api-key": self.api_key,
             "anthropic-version": API_VERSION,
             "content-type": "application/json",
             "accept": "text/event-stream" if self.stream_enabled else "application/json",
         }
+        if self.api_key:  # None only for a loopback server or an explicit api_key=""
+            headers["x-api-key"] = self.api_key
         if self.betas:
             headers["anthropic-beta"] = ",".join(self.betas)
         headers.update(self.extra_headers)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote
@@ -20,6 +19,7 @@ from toolwire.errors import ConfigError, ProviderProtocolError
 from toolwire.models._bedrock_request import build_body
 from toolwire.models._bedrock_stream import BedrockEventParser, Event, events_from_response
 from toolwire.models._http import make_client, open_stream
+from toolwire.models._keys import from_environment, is_own_host, url_host
 from toolwire.models.base import (
     Model,
     ModelRequest,
@@ -50,11 +50,33 @@ _RETRYABLE_EXCEPTIONS = frozenset(
 )
 
 
+TOKEN_VARIABLE = "AWS_BEARER_TOKEN_BEDROCK"
+
+
+def _is_aws_host(host: str) -> bool:
+    return host.endswith((".amazonaws.com", ".amazonaws.com.cn", ".api.aws"))
+
+
+def _missing_credentials(base_url: str, aws: bool) -> str:
+    if aws:
+        return (
+            f"no AWS credentials: pass credentials= or api_key=, configure the AWS default chain or set "
+            f"{TOKEN_VARIABLE}"
+        )
+    return (
+        f"no credentials for {url_host(base_url) or base_url!r}: the AWS default chain and {TOKEN_VARIABLE} "
+        "are only used with AWS hosts; pass credentials= or api_key="
+    )
+
+
 class BedrockModel(Model):
     """A model on AWS Bedrock through the Converse API.
 
     Credentials come from botocore's default chain unless given; ``api_key`` (or
-    ``AWS_BEARER_TOKEN_BEDROCK``) switches to Bedrock API-key auth instead of SigV4. ``thinking`` and
+    ``AWS_BEARER_TOKEN_BEDROCK``) switches to Bedrock API-key auth instead of SigV4. Credentials from the
+    environment (the chain, the token variable) are only used with AWS hosts (https ``*.amazonaws.com``,
+    ``*.api.aws``): another ``base_url`` needs ``credentials=`` or ``api_key=``. Missing credentials are a
+    :class:`~toolwire.errors.ConfigError` here, when the model is built. ``thinking`` and
     ``additional_model_request_fields`` go in ``additionalModelRequestFields``.
     """
 
@@ -75,17 +97,20 @@ class BedrockModel(Model):
         additional_model_request_fields: Mapping[str, Any] | None = None,
     ) -> None:
         self.model_name = model_id
-        self.api_key = api_key if api_key is not None else os.environ.get("AWS_BEARER_TOKEN_BEDROCK")
-        session = None
-        if region is None or (credentials is None and not self.api_key):
-            session = botocore.session.get_session()
-        if region is None and session is not None:
-            region = session.get_config_variable("region")
-        self.region = region or "us-east-1"
-        if credentials is None and session is not None and not self.api_key:
-            credentials = session.get_credentials()
-        self.credentials = credentials
+        session = botocore.session.get_session()
+        self.region = region or session.get_config_variable("region") or "us-east-1"
         self.base_url = (base_url or f"https://bedrock-runtime.{self.region}.amazonaws.com").rstrip("/")
+        # Credentials from the environment (the bearer token, botocore's default chain) are AWS's: they
+        # sign or authorise requests to AWS hosts only. Another base URL gets what was passed explicitly.
+        aws = is_own_host(self.base_url, _is_aws_host)
+        if api_key is None and aws:
+            api_key = from_environment((TOKEN_VARIABLE,))
+        self.api_key = api_key
+        if credentials is None and aws and not api_key:
+            credentials = session.get_credentials()
+        if credentials is None and not api_key:
+            raise ConfigError(_missing_credentials(self.base_url, aws))
+        self.credentials = credentials
         self.stream_enabled = stream
         self.max_tokens = max_tokens
         self.additional_fields = dict(additional_model_request_fields or {})
@@ -108,11 +133,8 @@ class BedrockModel(Model):
         if self.api_key:
             return {**headers, "authorization": f"Bearer {self.api_key}"}
         credentials = self.credentials
-        if credentials is None:
-            raise ConfigError(
-                "no AWS credentials: pass credentials=, configure the AWS default chain or set "
-                "AWS_BEARER_TOKEN_BEDROCK"
-            )
+        if credentials is None:  # cleared after the model was built
+            raise ConfigError(_missing_credentials(self.base_url, aws=True))
         # Refreshing may call STS or the instance metadata service: keep that off the event loop.
         frozen = (
             await asyncio.to_thread(credentials.get_frozen_credentials)

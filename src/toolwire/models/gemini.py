@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,10 +24,14 @@ from toolwire.models._gemini_args import JsonArrayReader
 from toolwire.models._gemini_request import build_body
 from toolwire.models._gemini_response import PROVIDER, ResponseReader
 from toolwire.models._http import make_client, open_stream
+from toolwire.models._keys import from_environment, is_loopback, is_own_host, pick_key
 from toolwire.models._sse import iter_sse
 from toolwire.models.base import Model, ModelRequest, ModelStreamPart, StreamError, StreamStart
 
 GEMINI_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
+GEMINI_KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+"""Sent to https ``generativelanguage.googleapis.com`` only; another ``base_url`` takes ``api_key=``."""
+_LOCATION = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 
 class GeminiModel(Model):
@@ -55,6 +60,10 @@ class GeminiModel(Model):
             model: e.g. ``"gemini-3-flash-preview"`` (a ``models/`` prefix is accepted).
             api_key: Gemini API key (default ``GEMINI_API_KEY`` or ``GOOGLE_API_KEY``), sent as
                 ``x-goog-api-key``. On Vertex it selects express mode when no access token is given.
+                Keys and tokens from the environment are only sent to Google's own host (https
+                ``generativelanguage.googleapis.com``, ``*aiplatform.googleapis.com`` on Vertex): another
+                ``base_url`` needs them passed explicitly, unless it is a loopback server. Missing
+                credentials are a :class:`~toolwire.errors.ConfigError` here, when the model is built.
             base_url: Everything before ``/models/<model>:<method>``.
             stream: False calls ``:generateContent`` and converts the whole response to the same parts.
             vertex: Use Vertex AI: ``project`` (default ``GOOGLE_CLOUD_PROJECT``), ``location`` (default
@@ -70,30 +79,18 @@ class GeminiModel(Model):
         self._sse = sse
         self._vertex = vertex
         self._stream_arguments = stream_function_call_arguments
-        self._client, self._owns_client = make_client(http_client)
         if vertex:
-            self._api_key = api_key or os.environ.get("GOOGLE_API_KEY")
-            self._access_token = access_token or os.environ.get("GOOGLE_ACCESS_TOKEN")
-            project = project or os.environ.get("GOOGLE_CLOUD_PROJECT")
-            location = location or os.environ.get("GOOGLE_CLOUD_LOCATION") or "global"
-            host = (
-                "aiplatform.googleapis.com"
-                if location == "global"
-                else f"{location}-aiplatform.googleapis.com"
+            base_url, self._api_key, self._access_token = _vertex_auth(
+                base_url, api_key, access_token, project, location
             )
-            if base_url is None and project:
-                base_url = f"https://{host}/v1beta1/projects/{project}/locations/{location}/publishers/google"
-            elif base_url is None and self._access_token is None:  # express mode (API key, no project)
-                base_url = "https://aiplatform.googleapis.com/v1beta1/publishers/google"
         else:
-            self._api_key = api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
-            self._access_token = access_token
             base_url = base_url or GEMINI_BASE_URL
-        self._base_url = base_url.rstrip("/") if base_url else None
+            self._access_token = access_token
+            self._api_key = api_key if access_token else _gemini_api_key(api_key, base_url)
+        self._base_url = base_url.rstrip("/")
+        self._client, self._owns_client = make_client(http_client)
 
     def _endpoint(self) -> tuple[str, dict[str, str]]:
-        if self._base_url is None:
-            raise ConfigError("Vertex AI needs a project (project= or GOOGLE_CLOUD_PROJECT) or a base_url")
         if self._stream:
             method = "streamGenerateContent?alt=sse" if self._sse else "streamGenerateContent"
         else:
@@ -103,11 +100,7 @@ class GeminiModel(Model):
             return url, {"authorization": f"Bearer {self._access_token}"}
         if self._api_key:
             return url, {"x-goog-api-key": self._api_key}
-        if self._vertex:
-            raise ConfigError(
-                "Vertex AI needs access_token= (or GOOGLE_ACCESS_TOKEN) or an express-mode api_key"
-            )
-        raise ConfigError("no Gemini API key: pass api_key= or set GEMINI_API_KEY / GOOGLE_API_KEY")
+        return url, {}  # a loopback server without credentials (checked when the model was built)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
         body, warnings = build_body(request, vertex=self._vertex, stream_arguments=self._stream_arguments)
@@ -166,6 +159,58 @@ class GeminiModel(Model):
     async def aclose(self) -> None:
         if self._owns_client:
             await self._client.aclose()
+
+
+def _is_gemini_api_host(host: str) -> bool:
+    return host == "generativelanguage.googleapis.com"
+
+
+def _is_vertex_host(host: str) -> bool:
+    return host == "aiplatform.googleapis.com" or host.endswith("-aiplatform.googleapis.com")
+
+
+def _gemini_api_key(api_key: str | None, base_url: str) -> str | None:
+    return pick_key(
+        api_key,
+        base_url,
+        own_host=is_own_host(base_url, _is_gemini_api_host),
+        variables=GEMINI_KEY_VARIABLES,
+        provider="Gemini API",
+    )
+
+
+def _vertex_auth(
+    base_url: str | None,
+    api_key: str | None,
+    access_token: str | None,
+    project: str | None,
+    location: str | None,
+) -> tuple[str, str | None, str | None]:
+    """``(base_url, api_key, access_token)`` for Vertex AI; environment credentials only for Google's host."""
+    token = access_token or from_environment(("GOOGLE_ACCESS_TOKEN",))
+    key = api_key or from_environment(("GOOGLE_API_KEY",))
+    project = project or os.environ.get("GOOGLE_CLOUD_PROJECT")
+    location = location or os.environ.get("GOOGLE_CLOUD_LOCATION") or "global"
+    if base_url is None and project:
+        # The location becomes part of the host name: anything but a region name could change the host.
+        if not _LOCATION.fullmatch(location):
+            raise ConfigError(f"invalid Vertex AI location {location!r}")
+        host = (
+            "aiplatform.googleapis.com" if location == "global" else f"{location}-aiplatform.googleapis.com"
+        )
+        base_url = f"https://{host}/v1beta1/projects/{project}/locations/{location}/publishers/google"
+    elif base_url is None and token is None:  # express mode (API key, no project)
+        base_url = "https://aiplatform.googleapis.com/v1beta1/publishers/google"
+    if base_url is None:
+        raise ConfigError("Vertex AI needs a project (project= or GOOGLE_CLOUD_PROJECT) or a base_url")
+    if not is_own_host(base_url, _is_vertex_host):
+        token, key = access_token, api_key  # environment credentials are for Google's own host only
+    if not token and not key and not is_loopback(base_url):
+        raise ConfigError(
+            "Vertex AI needs access_token= (or GOOGLE_ACCESS_TOKEN) or an express-mode api_key (or "
+            "GOOGLE_API_KEY); the environment variables are only sent to aiplatform.googleapis.com"
+        )
+    return base_url, key, token
 
 
 def _use_google_status(error: ProviderHTTPError) -> None:

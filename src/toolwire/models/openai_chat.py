@@ -8,17 +8,18 @@ traffic, are handled here:
   (Gemini's endpoint) gets a deterministic id built from the response id and the call's position;
 - reasoning arrives as ``reasoning_content`` (DeepSeek, vLLM) or ``reasoning`` (Ollama, Groq, OpenRouter);
   the field name is remembered in ``provider_metadata["openai"]["reasoning_field"]`` and the text goes back
-  in that field of the assistant message (DeepSeek requires it on tool-call turns);
+  in that field of the assistant message (DeepSeek requires it on tool-call turns). The name written is
+  always one of ``REASONING_FIELDS`` (or the configured ``reasoning_field``): history only selects among
+  them, so it can never name another field such as ``role``;
 - Gemini's ``extra_content`` (``{"google": {"thought_signature": ...}}``) is kept on the ToolCallPart
   (``extra_content`` for a per-call value, ``message_extra_content`` for a message-level one) and sent back
-  in the same place;
+  in the same place, reduced to that signature (and its ``thought`` flag);
 - usage comes from ``usage`` or Groq's ``x_groq.usage``; ``obfuscation`` padding is ignored;
 - an ``event: error`` frame inside a 200 stream (Groq ``tool_use_failed``) becomes a :class:`StreamError`.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, assert_never
@@ -38,6 +39,7 @@ from toolwire.messages import (
     new_id,
 )
 from toolwire.models._http import make_client, open_stream
+from toolwire.models._metadata import RoundTrip
 from toolwire.models._openai_common import (
     DEFAULT_BASE_URL,
     PROVIDER,
@@ -53,6 +55,7 @@ from toolwire.models._openai_common import (
     parse_json,
     protocol_error,
     request_headers,
+    resolve_api_key,
     resolve_base_url,
     strict_compatible,
     usage_from,
@@ -80,12 +83,19 @@ from toolwire.models.base import (
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 """Where compatible servers put reasoning text, in lookup order."""
 
+ROUND_TRIP_METADATA: RoundTrip = {
+    PROVIDER: frozenset({"reasoning_field", "extra_content", "message_extra_content"}),
+}
+"""What the request builder reads back from history (see ``toolwire.models._metadata``)."""
+
 
 class OpenAIChatModel(Model):
     """A model behind the Chat Completions wire (OpenAI or any compatible server).
 
-    The key defaults to ``OPENAI_API_KEY`` unless ``base_url`` is given explicitly: an OpenAI key is never
-    sent to a third-party server by accident (pass ``api_key=`` for those; servers without auth need none).
+    Without ``api_key``, the key is ``OPENAI_API_KEY`` for OpenAI's own hosts (https ``api.openai.com``) and
+    ``OPENAI_COMPATIBLE_API_KEY`` for any other server, so an OpenAI key never reaches a third party; a
+    loopback server may run without one, ``api_key=""`` says a server takes none, and any other missing
+    key is a :class:`~toolwire.errors.ConfigError` here, when the model is built.
     ``reasoning_field`` forces the assistant-message field reasoning is sent back in; with it set, assistant
     tool-call messages always carry it (an empty string when there was no reasoning), as DeepSeek's
     thinking mode requires. ``include_usage=False`` drops ``stream_options`` for servers that reject it.
@@ -107,10 +117,8 @@ class OpenAIChatModel(Model):
         headers: Mapping[str, str] | None = None,
     ) -> None:
         self.model_name = model
-        if api_key is None and base_url is None:
-            api_key = os.environ.get("OPENAI_API_KEY")
-        self.api_key = api_key
         self.base_url = resolve_base_url(base_url)
+        self.api_key = resolve_api_key(api_key, self.base_url)
         self.stream_enabled = stream
         self.reasoning_field = reasoning_field
         self.include_usage = include_usage
@@ -292,17 +300,17 @@ def _assistant_message(message: Message, reasoning_field: str | None) -> Json | 
     calls: list[ToolCallPart] = []
     reasoning: list[ReasoningPart] = []
     remembered: str | None = None
-    message_extra: Any = None
+    message_extra: Json | None = None
     for part in message.parts:
-        own = openai_meta(part.provider_metadata)
-        message_extra = message_extra or own.get("message_extra_content")
+        own = openai_meta(part.provider_metadata, ROUND_TRIP_METADATA)
+        message_extra = message_extra or _gemini_extra(own.get("message_extra_content"))
         match part:
             case ToolCallPart(provider_executed=False):
                 calls.append(part)
-            case ReasoningPart() if own.get("reasoning_field"):
+            case ReasoningPart() if name := _known_reasoning_field(own.get("reasoning_field")):
                 # Only our own reasoning goes back: another provider's thinking means nothing here.
                 reasoning.append(part)
-                remembered = remembered or own["reasoning_field"]
+                remembered = remembered or name
             case FilePart():
                 raise UnsupportedContentError("Chat Completions cannot replay a file in an assistant message")
             case _:
@@ -329,10 +337,35 @@ def _to_wire_tool_call(call: ToolCallPart) -> Json:
         "type": "function",
         "function": {"name": call.tool_name, "arguments": call.wire_args_json()},
     }
-    extra = openai_meta(call.provider_metadata).get("extra_content")
+    extra = _gemini_extra(openai_meta(call.provider_metadata, ROUND_TRIP_METADATA).get("extra_content"))
     if extra:
         wire["extra_content"] = extra
     return wire
+
+
+def _known_reasoning_field(remembered: Any) -> str | None:
+    """The reasoning field history says a message came back in, if it is one this adapter knows.
+
+    The name written to the wire is always our own constant: history (possibly sent by a client) only
+    selects among known fields, so it can never name another field of the message (``role``...).
+    """
+    return next((name for name in REASONING_FIELDS if name == remembered), None)
+
+
+def _gemini_extra(value: Any) -> Json | None:
+    """The only ``extra_content`` sent back: Gemini's ``{"google": {"thought_signature": ..., "thought":
+    true}}``, as its OpenAI endpoint sends it.
+
+    Anything else in a remembered value is dropped, so history cannot add fields or options (a cached
+    content, a config) to the request.
+    """
+    google = as_dict(as_dict(value).get("google"))
+    signature = google.get("thought_signature")
+    if not isinstance(signature, str) or not signature:
+        return None
+    kept: Json = {"thought": True} if google.get("thought") is True else {}
+    kept["thought_signature"] = signature
+    return {"google": kept}
 
 
 def _tool_messages(parts: Sequence[Part]) -> list[Json]:

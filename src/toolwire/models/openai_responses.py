@@ -23,7 +23,6 @@ model's own message already carries what it learned). With ``store=True`` every 
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, assert_never
@@ -35,6 +34,7 @@ from toolwire.messages import (
     FilePart,
     Message,
     Part,
+    ProviderMetadata,
     ReasoningPart,
     TextPart,
     ToolCallPart,
@@ -42,6 +42,7 @@ from toolwire.messages import (
     Usage,
 )
 from toolwire.models._http import make_client, open_stream
+from toolwire.models._metadata import RoundTrip
 from toolwire.models._openai_common import (
     PROVIDER,
     Json,
@@ -56,6 +57,7 @@ from toolwire.models._openai_common import (
     parse_json,
     protocol_error,
     request_headers,
+    resolve_api_key,
     resolve_base_url,
     strict_compatible,
     usage_from,
@@ -86,6 +88,11 @@ PROVIDER_EXECUTED_ITEMS = frozenset(
 )
 """Output items of tools OpenAI runs itself."""
 
+ROUND_TRIP_METADATA: RoundTrip = {
+    PROVIDER: frozenset({"item_id", "item_type", "encrypted_content", "phase", "annotations"}),
+}
+"""What the request builder reads back from history (see ``toolwire.models._metadata``)."""
+
 
 class OpenAIResponsesModel(Model):
     """A model behind the OpenAI Responses API.
@@ -93,7 +100,8 @@ class OpenAIResponsesModel(Model):
     ``reasoning`` is sent as the request's ``reasoning`` object (e.g. ``{"effort": "low", "summary":
     "detailed"}``); ``builtin_tools`` are OpenAI tools appended verbatim to ``tools`` (e.g.
     ``{"type": "web_search"}``). See the module docstring for what ``store`` changes. As for
-    :class:`OpenAIChatModel`, ``OPENAI_API_KEY`` is only picked up when ``base_url`` is not given.
+    :class:`OpenAIChatModel`, ``OPENAI_API_KEY`` is only sent to OpenAI's own hosts (another server takes
+    ``api_key=`` or ``OPENAI_COMPATIBLE_API_KEY``), and a missing key fails when the model is built.
     """
 
     provider = PROVIDER
@@ -114,10 +122,8 @@ class OpenAIResponsesModel(Model):
         headers: Mapping[str, str] | None = None,
     ) -> None:
         self.model_name = model
-        if api_key is None and base_url is None:
-            api_key = os.environ.get("OPENAI_API_KEY")
-        self.api_key = api_key
         self.base_url = resolve_base_url(base_url)
+        self.api_key = resolve_api_key(api_key, self.base_url)
         self.stream_enabled = stream
         self.store = store
         self.include_encrypted_reasoning = include_encrypted_reasoning
@@ -300,7 +306,7 @@ class _AssistantItems:
 
     def build(self) -> list[Json]:
         for part in self.parts:
-            own = openai_meta(part.provider_metadata)
+            own = _round_trip(part.provider_metadata)
             match part:
                 case ReasoningPart() if own.get("item_id"):
                     self._reasoning(part, own)
@@ -379,8 +385,24 @@ class _AssistantItems:
         if item_type == "web_search_call":
             item.update(status=output.get("status", "completed"), action=call.args)
         else:
-            item.update(output)
+            item = {**output, **item}  # the item's type and id are ours, whatever the output holds
         self._push(item)
+
+
+def _round_trip(metadata: ProviderMetadata) -> dict[str, Any]:
+    """What history remembers of a part, each value checked for the place it goes in an item: ids, phase and
+    encrypted content are non-empty strings, an item type is one of ours, annotations a list of objects.
+    Anything else is dropped, so history (possibly sent by a client) cannot choose an item's type."""
+    own = openai_meta(metadata, ROUND_TRIP_METADATA)
+    checked: dict[str, Any] = {
+        k: v for k, v in own.items() if k != "annotations" and isinstance(v, str) and v
+    }
+    if checked.get("item_type") not in PROVIDER_EXECUTED_ITEMS:
+        checked.pop("item_type", None)
+    annotations = own.get("annotations")
+    if isinstance(annotations, list) and all(isinstance(a, dict) for a in annotations):
+        checked["annotations"] = annotations
+    return checked
 
 
 def _function_call(call: ToolCallPart, own: dict[str, Any], *, store: bool) -> Json:

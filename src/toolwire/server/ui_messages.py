@@ -7,7 +7,16 @@ replica, an imported chat): they are converted here, keeping each tool part's
 model request carries it.
 
 The body comes from the network: everything is checked, and anything malformed is a
-:class:`~toolwire.errors.RequestError` naming the offending message and part.
+:class:`~toolwire.errors.RequestError` naming the offending message and part. A client history gains
+no privileges:
+
+* a ``system`` message is refused (400 ``bad_request`` naming it), not demoted: it would otherwise be
+  stored and sent as a system prompt next to the operator's instructions, and silently turning it into
+  a user message would hide the refusal. ``useChat`` never sends one unless the application adds it;
+* provider metadata (``providerMetadata``, ``callProviderMetadata``) keeps only the keys an adapter
+  really reads back from history, with JSON values of bounded size
+  (:func:`toolwire.models._metadata.client_metadata_filter`); the rest is dropped. The adapters use
+  what is kept as data only, never as a field name, URL, header or option of a request.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from toolwire.messages import (
     ToolResultPart,
     new_id,
 )
+from toolwire.models._metadata import client_metadata_filter
 
 NO_RESULT = "No result was recorded for this tool call (the client sent the call without its output)."
 
@@ -39,8 +49,13 @@ def ui_messages_to_history(ui_messages: Any, *, session_id: str | None = None) -
             raise RequestError(f"messages[{index}] must be an object")
         role = raw.get("role")
         parts = raw.get("parts")
-        if role not in ("user", "assistant", "system"):
-            raise RequestError(f"messages[{index}].role must be user, assistant or system, not {role!r}")
+        if role == "system":
+            raise RequestError(
+                f"messages[{index}] is a system message: only the server's instructions are a system "
+                "prompt; send it as a user message"
+            )
+        if role not in ("user", "assistant"):
+            raise RequestError(f"messages[{index}].role must be user or assistant, not {role!r}")
         if not isinstance(parts, list):
             raise RequestError(f"messages[{index}].parts must be an array")
         message_id = raw.get("id") if isinstance(raw.get("id"), str) and raw.get("id") else None
@@ -52,7 +67,7 @@ def ui_messages_to_history(ui_messages: Any, *, session_id: str | None = None) -
             if converted:
                 history.append(
                     Message(
-                        role=role,
+                        role="user",
                         parts=tuple(converted),
                         session_id=session_id,
                         id=message_id or new_id("msg_"),
@@ -205,6 +220,6 @@ def _string(part: dict[str, Any], key: str, where: str) -> str:
 def _metadata(value: Any, where: str) -> dict[str, dict[str, Any]]:
     if value is None:
         return {}
-    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
-        raise RequestError(f"{where}: provider metadata must be an object of objects keyed by provider")
-    return {str(k): dict(v) for k, v in value.items()}
+    if not isinstance(value, dict):
+        raise RequestError(f"{where}: provider metadata must be an object keyed by provider")
+    return client_metadata_filter(value)
