@@ -29,7 +29,7 @@ from toolwire.models.base import (
     TextStart,
 )
 from toolwire.models.scripted import ScriptedModel
-from toolwire.store.base import INTERRUPTED_OUTPUT, MemoryStore, SessionInfo, StepRecord, ToolCallRecord
+from toolwire.store import INTERRUPTED_OUTPUT, MemoryStore, SessionInfo, StepRecord, ToolCallRecord
 
 
 def call(cid: str, name: str, **args: Any) -> ToolCallPart:

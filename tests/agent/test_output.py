@@ -14,7 +14,7 @@ from toolwire import Agent, TextPart, ToolCallPart
 from toolwire.errors import NoObjectGenerated
 from toolwire.events import OutputAvailable, OutputPartial
 from toolwire.models.scripted import ScriptedModel
-from toolwire.store.base import MemoryStore
+from toolwire.store import MemoryStore
 
 
 class Weather(BaseModel):

@@ -33,7 +33,9 @@ async def test_grammar_mode_puts_the_output_schema_into_the_decision_schema() ->
     result = await agent.run("Status of TXN_123?")
     assert result.output == TxnSummary(transaction_id="TXN_123", status="settled")
     sent = model.requests[0].request
-    answer_options = [o for o in sent.output_schema["anyOf"] if o["properties"]["action"].get("const") == "final_answer"]
+    answer_options = [
+        o for o in sent.output_schema["anyOf"] if o["properties"]["action"].get("const") == "final_answer"
+    ]
     answer_schema = answer_options[0]["properties"]["answer"]
     assert set(answer_schema["properties"]) == {"transaction_id", "status"}
     assert "TxnSummary" not in json.dumps(sent.output_schema) or "$defs" in sent.output_schema

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from toolwire import Agent, TextPart, open_store
 from toolwire.models.scripted import ScriptedModel
-from toolwire.store.base import INTERRUPTED_OUTPUT
+from toolwire.store import INTERRUPTED_OUTPUT
 
 CHILD = Path(__file__).with_name("_child_run.py")
 

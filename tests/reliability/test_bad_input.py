@@ -32,7 +32,7 @@ from toolwire.models.base import (
     ToolInputDelta,
     ToolInputStart,
 )
-from toolwire.store.base import MemoryStore
+from toolwire.store import MemoryStore
 from toolwire.transcript import Transcript
 
 
@@ -99,7 +99,9 @@ class ArbitraryModel(Model):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @example(text="\ud800", calls=[], fragment=1)  # found: a lone surrogate in text could not be sent
-@example(text="x", calls=[("lookup", '{"0":"\\uD800","":0}')], fragment=1)  # found: ...nor one escaped in args
+@example(
+    text="x", calls=[("lookup", '{"0":"\\uD800","":0}')], fragment=1
+)  # found: ...nor one escaped in args
 @given(
     text=nasty_text,
     calls=st.lists(st.tuples(tool_names, args_text), max_size=3),

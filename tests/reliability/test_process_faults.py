@@ -20,7 +20,7 @@ from tests.reliability.wire_checks import adapters, unanswered_calls
 from toolwire import Agent, TextPart, open_store
 from toolwire.errors import ProviderHTTPError, SessionBusyError
 from toolwire.models.scripted import ScriptedModel
-from toolwire.store.base import INTERRUPTED_OUTPUT
+from toolwire.store import INTERRUPTED_OUTPUT
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]

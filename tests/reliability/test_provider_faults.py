@@ -28,7 +28,7 @@ from toolwire.errors import (
 )
 from toolwire.events import ErrorEvent, InteractionEnd
 from toolwire.models.openai_chat import OpenAIChatModel
-from toolwire.store.base import Store
+from toolwire.store import Store
 
 CALLS: list[dict[str, Any]] = []
 

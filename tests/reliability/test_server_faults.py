@@ -29,7 +29,7 @@ from toolwire import Agent, TextPart, open_store
 from toolwire.errors import ProviderHTTPError
 from toolwire.models.scripted import ScriptedModel
 from toolwire.server import Limits, create_app
-from toolwire.store.base import INTERRUPTED_OUTPUT, MemoryStore, SessionInfo
+from toolwire.store import INTERRUPTED_OUTPUT, MemoryStore, SessionInfo
 
 ROOT = Path(__file__).parents[2]
 

@@ -31,7 +31,9 @@ async def pg_store() -> AsyncIterator[SQLStore]:
     url = os.environ.get(POSTGRES_ENV)
     if not url or not shutil.which("pg_ctlcluster"):
         if os.environ.get("CI"):
-            pytest.fail(f"{POSTGRES_ENV} and pg_ctlcluster are needed in CI (scripts/postgres.sh sets them up)")
+            pytest.fail(
+                f"{POSTGRES_ENV} and pg_ctlcluster are needed in CI (scripts/postgres.sh sets them up)"
+            )
         pytest.skip("no local PostgreSQL cluster to restart (runs in CI)")
     schema = f"tw_restart_{uuid.uuid4().hex[:10]}"
     admin = create_async_engine(make_url(url).set(drivername="postgresql+asyncpg"), pool_pre_ping=True)
@@ -60,7 +62,9 @@ async def test_postgresql_restarts_between_runs_and_during_a_tool_run(pg_store: 
         restart_postgres()
         return "restarted"
 
-    model = ScriptedModel([[ToolCallPart(tool_call_id="r1", tool_name="restart_db", args={})], [TextPart(text="third")]])
+    model = ScriptedModel(
+        [[ToolCallPart(tool_call_id="r1", tool_name="restart_db", args={})], [TextPart(text="third")]]
+    )
     result = await Agent(model, tools=[restart_db], store=pg_store).run("three", session_id="pg")
     assert result.output == "third"
     rows = await pg_store.tool_calls("pg")

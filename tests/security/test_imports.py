@@ -16,7 +16,7 @@ import pytest
 from toolwire import open_store
 from toolwire.errors import SessionAccessError, StoreError
 from toolwire.messages import Message, ToolCallPart, ToolResultPart
-from toolwire.store.base import MemoryStore, SessionInfo
+from toolwire.store import MemoryStore, SessionInfo
 
 from .conftest import ROOT, serve
 
@@ -138,7 +138,7 @@ _KILLED_IMPORT = """
 import asyncio, sys
 from toolwire import open_store
 from toolwire.messages import Message
-from toolwire.store.base import SessionInfo
+from toolwire.store import SessionInfo
 
 async def main() -> None:
     store = await open_store(sys.argv[1])

@@ -18,7 +18,7 @@ from toolwire import open_store
 from toolwire.events import ToolCallComplete, event_from_dict
 from toolwire.messages import Message, ToolCallPart
 from toolwire.server.hub import EventHub
-from toolwire.store.base import INTERRUPTED_OUTPUT, SessionInfo, StepRecord, ToolCallRecord
+from toolwire.store import INTERRUPTED_OUTPUT, SessionInfo, StepRecord, ToolCallRecord
 from toolwire.transcript import Transcript
 
 from .agents import SURROGATE_TEXT, build

@@ -13,7 +13,7 @@ import pytest
 from toolwire import Agent, TextPart, ToolCallPart
 from toolwire.models.scripted import ScriptedModel
 from toolwire.server import create_app
-from toolwire.store.base import MemoryStore
+from toolwire.store import MemoryStore
 
 from .conftest import live_server
 

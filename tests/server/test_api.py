@@ -13,7 +13,7 @@ import websockets
 from toolwire import Agent, RunContext, TextPart, ToolCallPart
 from toolwire.models.scripted import ScriptedModel
 from toolwire.server import EventHub, Limits, create_app
-from toolwire.store.base import MemoryStore
+from toolwire.store import MemoryStore
 
 from .conftest import live_server, parse_sse, read_sse
 

@@ -14,7 +14,7 @@ from toolwire.errors import ConfigError, RequestError
 from toolwire.models.scripted import ScriptedModel
 from toolwire.server import create_app
 from toolwire.server.auth import Auth
-from toolwire.store.base import MemoryStore
+from toolwire.store import MemoryStore
 
 from .conftest import live_server
 

@@ -24,7 +24,7 @@ from toolwire.models.openai_chat import OpenAIChatModel
 from toolwire.models.scripted import ScriptedModel
 from toolwire.server import create_app
 from toolwire.server.ui_messages import ui_messages_to_history
-from toolwire.store.base import MemoryStore
+from toolwire.store import MemoryStore
 
 from .conftest import live_server
 

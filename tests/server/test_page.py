@@ -24,7 +24,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 from toolwire import Agent, RunContext, TextPart, ToolCallPart
 from toolwire.models.scripted import ScriptedModel
 from toolwire.server import create_app
-from toolwire.store.base import MemoryStore
+from toolwire.store import MemoryStore
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).parents[2] / "artifacts"

@@ -33,7 +33,9 @@ async def test_parallel_completions_are_batched_and_all_stored(store: SQLStore) 
     await asyncio.wait_for(run, 30)
 
     rows = {r.tool_call_id: r for r in await store.tool_calls("g")}
-    assert {cid: (r.status, r.output) for cid, r in rows.items()} == {f"c{i}": ("ok", i * i) for i in range(8)}
+    assert {cid: (r.status, r.output) for cid, r in rows.items()} == {
+        f"c{i}": ("ok", i * i) for i in range(8)
+    }
     # eight completions, fewer transactions: the ones finishing together share a commit
     assert 1 <= writes.count("complete a tool call") < 8, writes
 
@@ -53,5 +55,7 @@ async def test_a_completion_returns_only_after_its_row_is_stored(store: SQLStore
         seen.extend(r.status for r in await store.tool_calls(session_id) if r.tool_call_id == tool_call_id)
 
     store.complete_tool_call = check_after  # type: ignore[method-assign]
-    await Agent(ScriptedModel([calls, [TextPart(text="ok")]]), tools=[one], store=store).run("go", session_id="d")
+    await Agent(ScriptedModel([calls, [TextPart(text="ok")]]), tools=[one], store=store).run(
+        "go", session_id="d"
+    )
     assert seen == ["ok"]

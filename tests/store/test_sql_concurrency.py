@@ -20,7 +20,7 @@ from tests.store.conftest import Target
 from toolwire.errors import SessionBusyError
 from toolwire.messages import Usage
 from toolwire.store import SessionInfo
-from toolwire.store.base import lock_owner
+from toolwire.store._locks import lock_owner
 from toolwire.store.schema import messages as messages_table
 from toolwire.store.sql import SQLStore
 
@@ -29,7 +29,8 @@ import asyncio, json, os, sys
 
 from toolwire.errors import SessionBusyError
 from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage
-from toolwire.store.base import SessionInfo, StepRecord, ToolCallRecord, lock_owner
+from toolwire.store import SessionInfo, StepRecord, ToolCallRecord
+from toolwire.store._locks import lock_owner
 from toolwire.store.sql import SQLStore
 
 

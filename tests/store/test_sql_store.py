@@ -23,10 +23,10 @@ from toolwire.messages import (
     ToolResultPart,
     Usage,
 )
-from toolwire.store import INTERRUPTED_OUTPUT, SessionInfo, StepRecord, ToolCallRecord, open_store
-from toolwire.store.base import lock_owner
+from toolwire.store import INTERRUPTED_OUTPUT, SessionInfo, StepRecord, StoredStep, ToolCallRecord, open_store
+from toolwire.store._locks import lock_owner
 from toolwire.store.schema import messages as messages_table
-from toolwire.store.sql import SQLStore, StoredStep
+from toolwire.store.sql import SQLStore
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "store"
 SID = "sess_1"

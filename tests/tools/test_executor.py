@@ -21,7 +21,7 @@ from toolwire.events import (
 )
 from toolwire.messages import ToolResultPart
 from toolwire.models.scripted import ScriptedModel
-from toolwire.store.base import MemoryStore
+from toolwire.store import MemoryStore
 from toolwire.tools import Allow, Block, RewriteArgs, ToolInterceptor
 from toolwire.tools.function import function_tool
 

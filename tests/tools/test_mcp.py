@@ -18,7 +18,7 @@ import pytest
 
 from toolwire import Agent, TextPart, ToolCallPart
 from toolwire.models.scripted import ScriptedModel
-from toolwire.store.base import MemoryStore
+from toolwire.store import MemoryStore
 from toolwire.tools import MCPServerHTTP, MCPServerStdio, Toolset
 
 SERVER = Path(__file__).parent / "_mcp_server.py"

@@ -15,9 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from toolwire.agent.history import CANCELLED_OUTPUT
 from toolwire.events import Envelope
 from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage
-from toolwire.store.base import SessionInfo, StepRecord, Store, ToolCallRecord, check_owner, lock_owner
+from toolwire.store._locks import lock_owner
+from toolwire.store.base import Store
+from toolwire.store.records import SessionInfo, StepRecord, ToolCallRecord, check_owner
 from toolwire.tools.executor import ToolOutcome
 
 logger = logging.getLogger("toolwire.agent")
@@ -25,7 +28,6 @@ E = TypeVar("E", bound=Envelope)
 
 LOCK_TTL = 600.0
 """Seconds a run's session lock lasts without renewal (renewed at step starts after half of it)."""
-CANCELLED_OUTPUT = "Tool call cancelled: the run was stopped before the tool finished."
 
 
 @dataclass(slots=True)

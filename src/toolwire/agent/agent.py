@@ -17,7 +17,8 @@ from toolwire.events import AgentEvent
 from toolwire.models import infer_model
 from toolwire.models.base import Model, ModelSettings, ToolChoice
 from toolwire.observability import EventBus, EventCallback
-from toolwire.store.base import MemoryStore, Store
+from toolwire.store.base import Store
+from toolwire.store.memory import MemoryStore
 from toolwire.tools.context import RunContext
 from toolwire.tools.executor import DEFAULT_MAX_OUTPUT_CHARS, ToolInterceptor
 from toolwire.tools.function import Tool, function_tool

@@ -49,7 +49,8 @@ from toolwire.events import (
 from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage, new_id
 from toolwire.models.base import MessageBuilder, ModelRequest, ToolDefinition
 from toolwire.pricing import total_cost
-from toolwire.store.base import SessionInfo, Store
+from toolwire.store.base import Store
+from toolwire.store.records import SessionInfo
 from toolwire.tools.context import RunContext
 from toolwire.tools.executor import CallFinished, CallHeartbeat, CallStarted, ToolExecutor, ToolOutcome
 

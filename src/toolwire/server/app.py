@@ -53,7 +53,8 @@ from toolwire.server.ui_stream import (
     parse_client_version,
     sse_data,
 )
-from toolwire.store.base import SessionInfo, Store
+from toolwire.store.base import Store
+from toolwire.store.records import SessionInfo
 from toolwire.transcript import merge_histories
 
 logger = logging.getLogger("toolwire.server")

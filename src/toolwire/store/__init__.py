@@ -1,18 +1,12 @@
-"""Storage behind the one hook: SQLite (embedded default) and PostgreSQL share one schema."""
+"""Storage behind the one hook: in memory, SQLite (embedded default) and PostgreSQL, one schema."""
 
 from __future__ import annotations
 
-from toolwire.store.base import (
-    INTERRUPTED_OUTPUT,
-    MemoryStore,
-    SessionInfo,
-    StepRecord,
-    Store,
-    ToolCallRecord,
-    repair_history,
-)
-
-DEFAULT_URL = "sqlite+aiosqlite:///./toolwire.db"
+from toolwire.agent.history import INTERRUPTED_OUTPUT, repair_history
+from toolwire.store._sql_engine import DEFAULT_URL
+from toolwire.store.base import SessionReader, Store
+from toolwire.store.memory import MemoryStore
+from toolwire.store.records import SessionInfo, StepRecord, StoredStep, ToolCallRecord
 
 
 async def open_store(url: str = DEFAULT_URL) -> Store:
@@ -32,8 +26,10 @@ __all__ = [
     "INTERRUPTED_OUTPUT",
     "MemoryStore",
     "SessionInfo",
+    "SessionReader",
     "StepRecord",
     "Store",
+    "StoredStep",
     "ToolCallRecord",
     "open_store",
     "repair_history",

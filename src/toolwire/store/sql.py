@@ -1,4 +1,5 @@
-"""The SQL store: SQLAlchemy 2 Core (async) over SQLite (aiosqlite) or PostgreSQL (asyncpg), one schema.
+"""The SQL store: SQLAlchemy 2 Core over SQLite (sync driver on one writer thread) or PostgreSQL (asyncpg),
+one schema. Engines and transactions are in ``_sql_engine``; statements and row mapping in ``_sql_rows``.
 
 Concurrency model, the same on both engines:
 
@@ -20,75 +21,69 @@ Every SQLAlchemy or driver error leaves this module as :class:`~toolwire.errors.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from pydantic_core import PydanticSerializationError
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from toolwire.errors import ConfigError, SessionBusyError, StoreError
-from toolwire.messages import (
-    Message,
-    Part,
-    ToolResultPart,
-    Usage,
-    UsageAdapter,
-    parts_from_jsonable,
-    parts_to_jsonable,
+from toolwire.messages import Message, Usage
+from toolwire.store._locks import owner_is_dead
+from toolwire.store._sql_engine import (
+    DEFAULT_URL,
+    AsyncRunner,
+    ThreadRunner,
+    configure_sqlite,
+    describe,
+    normalise_url,
+    retryable,
 )
-from toolwire.store import DEFAULT_URL
-from toolwire.store.base import (
-    INTERRUPTED_OUTPUT,
+from toolwire.store._sql_rows import (
+    COMPLETE_CALL,
+    HAS_MESSAGES,
+    MARK_INTERRUPTED,
+    SESSION_USAGE,
+    SET_SESSION_USAGE,
+    check_schema,
+    dumps,
+    insert_message,
+    message_from_row,
+    session_from_row,
+    session_values,
+    tool_call_from_row,
+    tool_call_row,
+    touch,
+    usage_from_json,
+    usage_to_json,
+)
+from toolwire.store.base import Store
+from toolwire.store.records import (
     CallKey,
     SessionInfo,
     StepRecord,
-    Store,
+    StoredStep,
     ToolCallRecord,
     ToolCallRowStatus,
     check_owner,
-    owner_is_dead,
 )
 from toolwire.store.schema import messages, metadata, sessions, tool_calls
 
 T = TypeVar("T")
 
-_WRITE_OPTION = "toolwire_write"
-_SQLITE_BUSY_TIMEOUT_MS = 15_000
 _MAX_ATTEMPTS = 8
 # Any constant works; it only has to be the same in every process that creates the schema.
 _SCHEMA_LOCK_KEY = 0x746F6F6C77697265  # "toolwire"
-# PostgreSQL unique violation, serialization failure, deadlock: the transaction may simply be run again.
-_RETRYABLE_SQLSTATES = frozenset({"23505", "40001", "40P01"})
-_SQLITE_RETRYABLE_CODES = frozenset({1555, 2067})  # SQLITE_CONSTRAINT_PRIMARYKEY, SQLITE_CONSTRAINT_UNIQUE
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StoredStep:
-    """Per-step bookkeeping kept on the step's assistant message row."""
-
-    message_id: str
-    interaction_id: str | None
-    step: int
-    usage: Usage
-    finish_reason: str | None
-    started_at: float | None
-    finished_at: float | None
 
 
 class SQLStore(Store):
     """The store hook over SQLite or PostgreSQL. Create it with :meth:`SQLStore.open`."""
 
-    def __init__(self, runner: _AsyncRunner | _ThreadRunner, *, postgres: bool) -> None:
+    def __init__(self, runner: AsyncRunner | ThreadRunner, *, postgres: bool) -> None:
         self._runner = runner
         self._postgres = postgres
         self._ignoring: dict[tuple[str, tuple[str, ...]], sa.Insert] = {}
@@ -103,11 +98,11 @@ class SQLStore(Store):
         ``engine_options`` go to :func:`~sqlalchemy.ext.asyncio.create_async_engine` (pool sizes,
         ``connect_args``); the JSON serializer is always the store's own.
         """
-        sa_url = _normalise_url(url)
+        sa_url = normalise_url(url)
         shown = sa_url.render_as_string(hide_password=True)
-        options: dict[str, Any] = {**engine_options, "json_serializer": _dumps}
+        options: dict[str, Any] = {**engine_options, "json_serializer": dumps}
         postgres = sa_url.get_backend_name() == "postgresql"
-        runner: _AsyncRunner | _ThreadRunner
+        runner: AsyncRunner | ThreadRunner
         if postgres and "schema" in sa_url.query:
             # ``?schema=NAME``: keep toolwire's tables in that schema (it must exist).
             schema = sa_url.query["schema"]
@@ -119,13 +114,13 @@ class SQLStore(Store):
         try:
             if postgres:
                 options.setdefault("pool_pre_ping", True)  # replicas outlive database restarts
-                runner = _AsyncRunner(create_async_engine(sa_url, **options))
+                runner = AsyncRunner(create_async_engine(sa_url, **options))
             else:
                 sync_url = sa_url.set(drivername="sqlite")
                 connect_args = {"check_same_thread": False, **options.pop("connect_args", {})}
                 engine = sa.create_engine(sync_url, connect_args=connect_args, **options)
-                _configure_sqlite(engine, sync_url)
-                runner = _ThreadRunner(engine)
+                configure_sqlite(engine, sync_url)
+                runner = ThreadRunner(engine)
         except (ArgumentError, ImportError, TypeError) as exc:
             raise ConfigError(f"cannot open store {shown}: {exc}") from exc
         except OSError as exc:
@@ -154,7 +149,7 @@ class SQLStore(Store):
                 # Concurrent CREATE TABLE IF NOT EXISTS can still collide on PostgreSQL's catalogs.
                 conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK_KEY)))
             metadata.create_all(conn)
-            _check_schema(conn)
+            check_schema(conn)
 
         await self._write("create the schema", op)
 
@@ -168,13 +163,13 @@ class SQLStore(Store):
 
     def _ensure_session(self, conn: sa.Connection, info: SessionInfo) -> SessionInfo:
         """Insert the row unless it exists, then read it: the first writer fixes the owner, atomically."""
-        values = _session_values(info)
+        values = session_values(info)
         conn.execute(self._insert_ignoring(sessions, ["id"]).values(**values))
         row = (conn.execute(sa.select(sessions).where(sessions.c.id == info.id))).one()
-        return _session_from_row(row)
+        return session_from_row(row)
 
     async def create_session(self, info: SessionInfo) -> bool:
-        values = _session_values(info)
+        values = session_values(info)
 
         def op(conn: sa.Connection) -> bool:
             return bool(conn.execute(self._insert_ignoring(sessions, ["id"]).values(**values)).rowcount == 1)
@@ -184,7 +179,7 @@ class SQLStore(Store):
     async def get_session(self, session_id: str) -> SessionInfo | None:
         query = sa.select(sessions).where(sessions.c.id == session_id)
         row = await self._read("read a session", lambda conn: conn.execute(query).first())
-        return None if row is None else _session_from_row(row)
+        return None if row is None else session_from_row(row)
 
     async def list_sessions(
         self,
@@ -213,14 +208,14 @@ class SQLStore(Store):
                 sa.or_(sessions.c.user_session_id == user_session_id, sessions.c.id == user_session_id)
             )
         rows = await self._read("list sessions", lambda conn: conn.execute(query).all())
-        return [_session_from_row(row) for row in rows]
+        return [session_from_row(row) for row in rows]
 
     # -- the hook ------------------------------------------------------------------------------
 
     async def append_message(self, session_id: str, message: Message, *, interaction_id: str) -> None:
         def op(conn: sa.Connection) -> None:
-            _touch(conn, session_id)
-            _insert_message(conn, session_id, message, interaction_id=interaction_id)
+            touch(conn, session_id)
+            insert_message(conn, session_id, message, interaction_id=interaction_id)
 
         await self._write("append a message", op)
 
@@ -230,28 +225,28 @@ class SQLStore(Store):
         def op(conn: sa.Connection) -> bool:
             stored = self._ensure_session(conn, info)
             check_owner(stored, info.user_id)  # raises before anything of this request is written
-            _touch(conn, info.id)  # takes the session row lock on PostgreSQL: one import at a time
-            if conn.execute(_HAS_MESSAGES, {"h_session": info.id}).first() is not None:
+            touch(conn, info.id)  # takes the session row lock on PostgreSQL: one import at a time
+            if conn.execute(HAS_MESSAGES, {"h_session": info.id}).first() is not None:
                 return False  # the store holds the conversation already: it stays authoritative
             for message in messages:
-                _insert_message(conn, info.id, message, interaction_id=interaction_id)
+                insert_message(conn, info.id, message, interaction_id=interaction_id)
             return True
 
         return await self._write("import a history", op)
 
     async def begin_step(self, record: StepRecord) -> None:
         session_id = record.session_id
-        rows = [_tool_call_row(session_id, call) for call in record.tool_calls]
+        rows = [tool_call_row(session_id, call) for call in record.tool_calls]
 
         def op(conn: sa.Connection) -> None:
-            _touch(conn, session_id)
+            touch(conn, session_id)
             step_columns = {
-                "step_usage": _usage_to_json(record.usage),
+                "step_usage": usage_to_json(record.usage),
                 "finish_reason": record.finish_reason,
                 "step_started_at": record.started_at,
                 "step_finished_at": record.finished_at,
             }
-            _insert_message(
+            insert_message(
                 conn,
                 session_id,
                 record.message,
@@ -307,7 +302,7 @@ class SQLStore(Store):
             if self._completions:  # a batch of another event loop is pending: do not mix futures
 
                 def alone(conn: sa.Connection) -> None:
-                    conn.execute(_COMPLETE_CALL, [row])
+                    conn.execute(COMPLETE_CALL, [row])
 
                 await self._write("complete a tool call", alone)
                 return
@@ -323,7 +318,7 @@ class SQLStore(Store):
             batch, self._completions = self._completions, []
 
             def op(conn: sa.Connection, batch: list[tuple[Any, asyncio.Future[None]]] = batch) -> None:
-                conn.execute(_COMPLETE_CALL, [row for row, _ in batch])  # one executemany for the batch
+                conn.execute(COMPLETE_CALL, [row for row, _ in batch])  # one executemany for the batch
 
             try:
                 await self._write("complete a tool call", op)
@@ -349,27 +344,27 @@ class SQLStore(Store):
         last_seq: int,
     ) -> None:
         def op(conn: sa.Connection) -> None:
-            _touch(conn, session_id, last_seq=last_seq)
-            if tool_message is not None and not _insert_message(
+            touch(conn, session_id, last_seq=last_seq)
+            if tool_message is not None and not insert_message(
                 conn, session_id, tool_message, interaction_id=interaction_id, step=step
             ):
                 return  # this step was already finished (a retry after a lost commit acknowledgement)
-            # The session row is locked by _touch, so this read-modify-write cannot lose an update.
-            current = conn.scalar(_SESSION_USAGE, {"u_id": session_id})
-            total = _usage_from_json(current) + usage
-            conn.execute(_SET_SESSION_USAGE, {"u_id": session_id, "u_usage": _usage_to_json(total)})
+            # The session row is locked by touch, so this read-modify-write cannot lose an update.
+            current = conn.scalar(SESSION_USAGE, {"u_id": session_id})
+            total = usage_from_json(current) + usage
+            conn.execute(SET_SESSION_USAGE, {"u_id": session_id, "u_usage": usage_to_json(total)})
 
         await self._write("finish a step", op)
 
     async def raw_messages(self, session_id: str) -> list[Message]:
         query = sa.select(messages).where(messages.c.session_id == session_id).order_by(messages.c.position)
         rows = await self._read("read messages", lambda conn: conn.execute(query).all())
-        return [_message_from_row(row) for row in rows]
+        return [message_from_row(row) for row in rows]
 
     async def tool_calls(self, session_id: str) -> list[ToolCallRecord]:
         query = sa.select(tool_calls).where(tool_calls.c.session_id == session_id).order_by(tool_calls.c.id)
         rows = await self._read("read tool calls", lambda conn: conn.execute(query).all())
-        return [_tool_call_from_row(row) for row in rows]
+        return [tool_call_from_row(row) for row in rows]
 
     async def mark_interrupted(self, session_id: str, calls: Sequence[CallKey]) -> None:
         if not calls:
@@ -377,7 +372,7 @@ class SQLStore(Store):
         rows = [{"i_session": session_id, "i_message": m, "i_call": c} for m, c in calls]
 
         def op(conn: sa.Connection) -> None:
-            conn.execute(_MARK_INTERRUPTED, rows)
+            conn.execute(MARK_INTERRUPTED, rows)
 
         await self._write("mark tool calls interrupted", op)
 
@@ -394,7 +389,7 @@ class SQLStore(Store):
                 message_id=row.id,
                 interaction_id=row.interaction_id,
                 step=row.step,
-                usage=_usage_from_json(row.step_usage),
+                usage=usage_from_json(row.step_usage),
                 finish_reason=row.finish_reason,
                 started_at=row.step_started_at,
                 finished_at=row.step_finished_at,
@@ -477,10 +472,10 @@ class SQLStore(Store):
             try:
                 return await self._runner.run(op, write=True)
             except DBAPIError as exc:
-                if attempt == _MAX_ATTEMPTS or not _retryable(exc):
-                    raise StoreError(f"store failed to {what}: {_describe(exc)}") from exc
+                if attempt == _MAX_ATTEMPTS or not retryable(exc):
+                    raise StoreError(f"store failed to {what}: {describe(exc)}") from exc
             except (SQLAlchemyError, OSError) as exc:
-                raise StoreError(f"store failed to {what}: {_describe(exc)}") from exc
+                raise StoreError(f"store failed to {what}: {describe(exc)}") from exc
             await asyncio.sleep(random.uniform(0, 0.005 * 2**attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -488,357 +483,4 @@ class SQLStore(Store):
         try:
             return await self._runner.run(op, write=False)
         except (SQLAlchemyError, OSError) as exc:
-            raise StoreError(f"store failed to {what}: {_describe(exc)}") from exc
-
-
-_MARK_INTERRUPTED = (
-    sa.update(tool_calls)
-    .where(
-        tool_calls.c.session_id == sa.bindparam("i_session"),
-        tool_calls.c.message_id == sa.bindparam("i_message"),
-        tool_calls.c.tool_call_id == sa.bindparam("i_call"),
-        tool_calls.c.status == "pending",
-    )
-    .values(status="interrupted", output=INTERRUPTED_OUTPUT, is_error=True)
-)
-_COMPLETE_CALL = (
-    sa.update(tool_calls)
-    .where(
-        tool_calls.c.session_id == sa.bindparam("b_session_id"),
-        tool_calls.c.message_id == sa.bindparam("b_message_id"),
-        tool_calls.c.tool_call_id == sa.bindparam("b_tool_call_id"),
-    )
-    .values(
-        status=sa.bindparam("status"),
-        output=sa.bindparam("output"),
-        is_error=sa.bindparam("is_error"),
-        started_at=sa.bindparam("started_at"),
-        finished_at=sa.bindparam("finished_at"),
-    )
-)
-
-
-class _AsyncRunner:
-    """PostgreSQL: the transaction body runs on the async driver (asyncpg) via ``run_sync``."""
-
-    def __init__(self, engine: AsyncEngine) -> None:
-        self.engine = engine
-        self._writer = engine.execution_options(**{_WRITE_OPTION: True})
-
-    async def run(self, op: Callable[[sa.Connection], T], *, write: bool) -> T:
-        if write:
-            async with self._writer.begin() as conn:
-                return await conn.run_sync(op)
-        async with self.engine.connect() as conn:
-            return await conn.run_sync(op)
-
-    async def dispose(self) -> None:
-        await self.engine.dispose()
-
-
-class _ThreadRunner:
-    """SQLite: each whole transaction runs in one hop to a dedicated thread, on the sync driver.
-
-    aiosqlite pays a thread round trip per statement (~0.2 ms each, ~10 per step); one hop per transaction
-    makes the embedded store several times faster. One thread also serialises this process's writers,
-    which SQLite would do anyway.
-    """
-
-    def __init__(self, engine: sa.Engine) -> None:
-        self.sync_engine = engine
-        self._writer = engine.execution_options(**{_WRITE_OPTION: True})
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolwire-sqlite")
-        self._async_engine: AsyncEngine | None = None
-
-    async def run(self, op: Callable[[sa.Connection], T], *, write: bool) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._thread, self._run_sync, op, write)
-
-    def _run_sync(self, op: Callable[[sa.Connection], T], write: bool) -> T:
-        if write:
-            with self._writer.begin() as conn:
-                return op(conn)
-        with self.sync_engine.connect() as conn:
-            return op(conn)
-
-    @property
-    def engine(self) -> AsyncEngine:
-        # For callers that want an AsyncEngine on the same file (inspection, ad-hoc queries).
-        if self._async_engine is None:
-            url = self.sync_engine.url.set(drivername="sqlite+aiosqlite")
-            self._async_engine = create_async_engine(url, json_serializer=_dumps)
-            _configure_sqlite(self._async_engine.sync_engine, url)
-        return self._async_engine
-
-    async def dispose(self) -> None:
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._thread, self.sync_engine.dispose)
-        self._thread.shutdown(wait=False)
-        if self._async_engine is not None:
-            await self._async_engine.dispose()
-
-
-# -- engine setup ------------------------------------------------------------------------------
-
-
-def _normalise_url(url: str) -> URL:
-    try:
-        sa_url = make_url(url)
-    except ArgumentError as exc:
-        raise ConfigError(f"not a database URL: {url!r}") from exc
-    match sa_url.drivername:
-        case "sqlite" | "sqlite+pysqlite":
-            return sa_url.set(drivername="sqlite+aiosqlite")
-        case "postgresql" | "postgres" | "postgresql+psycopg2":
-            return sa_url.set(drivername="postgresql+asyncpg")
-        case _:
-            return sa_url
-
-
-def _configure_sqlite(engine: sa.Engine, url: URL) -> None:
-    database = url.database or ""
-    if database and database != ":memory:" and not database.startswith("file:"):
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
-
-    @sa.event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # Take BEGIN away from the sqlite3 module (it never emits it before SELECT or DDL); _on_begin does it.
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")  # first: the next pragmas may wait
-        cursor.execute("PRAGMA foreign_keys = ON")
-        cursor.execute("PRAGMA journal_mode = WAL")  # readers never block the writer, nor it them
-        # WAL + NORMAL: a commit survives a process crash (SIGKILL); only an OS crash or power loss can drop
-        # the last commits. FULL would fsync every one of the several commits per step (~10x slower).
-        cursor.execute("PRAGMA synchronous = NORMAL")
-        cursor.close()
-
-    @sa.event.listens_for(engine, "begin")
-    def _on_begin(conn: sa.Connection) -> None:
-        write = conn.get_execution_options().get(_WRITE_OPTION, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-
-def _check_schema(conn: sa.Connection) -> None:
-    """Refuse a database made by toolwire 0.1 (global message ids, calls keyed by id only)."""
-    keys = sa.inspect(conn).get_pk_constraint(messages.name).get("constrained_columns") or []
-    if "session_id" not in keys:
-        raise ConfigError(
-            "this database was created by toolwire 0.1 (message ids were global); "
-            "export what you need and start a new database file or schema"
-        )
-
-
-def _retryable(exc: DBAPIError) -> bool:
-    """A lost race (unique violation), a serialization failure or a deadlock: running again can succeed."""
-    state = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
-    if state is not None:
-        return state in _RETRYABLE_SQLSTATES
-    return getattr(exc.orig, "sqlite_errorcode", None) in _SQLITE_RETRYABLE_CODES
-
-
-def _describe(exc: BaseException) -> str:
-    # The driver's own message, without SQLAlchemy's rendering of the statement parameters (message content).
-    cause = getattr(exc, "orig", None) or exc
-    text = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
-    return text[:300]
-
-
-# -- rows <-> canonical types ----------------------------------------------------------------
-
-
-def _dumps(value: Any) -> str:
-    """The JSON serializer of every JSON column: never fails, so a strange tool output cannot lose a step."""
-    try:
-        return json.dumps(value, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError, RecursionError):
-        return json.dumps({"unserializable": _safe_repr(value)}, separators=(",", ":"))
-
-
-def _safe_repr(value: Any) -> str:
-    try:
-        return repr(value)
-    except Exception:
-        return f"<unrepresentable {type(value).__name__}>"
-
-
-def _parts_to_json(parts: Sequence[Part]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for part in parts:
-        try:
-            out.extend(parts_to_jsonable([part]))
-        except PydanticSerializationError as exc:
-            if not isinstance(part, ToolResultPart):
-                raise StoreError(f"cannot serialise a {part.type} part: {exc}") from exc
-            wrapped = {"unserializable": _safe_repr(part.output)}
-            out.extend(parts_to_jsonable([replace(part, output=wrapped)]))
-    return out
-
-
-def _usage_to_json(usage: Usage) -> dict[str, Any]:
-    data: dict[str, Any] = UsageAdapter.dump_python(usage, mode="json")
-    return data
-
-
-def _usage_from_json(data: Any) -> Usage:
-    return UsageAdapter.validate_python(data) if data else Usage()
-
-
-# The statements run on every step are built once: building one costs as much as executing it.
-_TOUCH = (
-    sa.update(sessions).where(sessions.c.id == sa.bindparam("t_id")).values(updated_at=sa.bindparam("t_now"))
-)
-_TOUCH_SEQ = (
-    sa.update(sessions)
-    .where(sessions.c.id == sa.bindparam("t_id"))
-    .values(
-        updated_at=sa.bindparam("t_now"),
-        last_seq=sa.case(
-            (
-                sessions.c.last_seq < sa.bindparam("t_seq", type_=sa.Integer),
-                sa.bindparam("t_seq", type_=sa.Integer),
-            ),
-            else_=sessions.c.last_seq,
-        ),
-    )
-)
-_MESSAGE_SLOT = sa.select(
-    sa.select(messages.c.session_id)
-    .where(messages.c.session_id == sa.bindparam("m_session"), messages.c.id == sa.bindparam("m_id"))
-    .scalar_subquery(),
-    sa.select(sa.func.coalesce(sa.func.max(messages.c.position) + 1, 0))
-    .where(messages.c.session_id == sa.bindparam("m_session"))
-    .scalar_subquery(),
-)
-_INSERT_MESSAGE = sa.insert(messages)
-_HAS_MESSAGES = sa.select(messages.c.id).where(messages.c.session_id == sa.bindparam("h_session")).limit(1)
-_SESSION_USAGE = sa.select(sessions.c.usage).where(sessions.c.id == sa.bindparam("u_id"))
-_SET_SESSION_USAGE = (
-    sa.update(sessions).where(sessions.c.id == sa.bindparam("u_id")).values(usage=sa.bindparam("u_usage"))
-)
-
-
-def _touch(conn: sa.Connection, session_id: str, *, last_seq: int | None = None) -> None:
-    """Bump ``updated_at`` (and ``last_seq``); on PostgreSQL its row lock serialises the session's writers."""
-    if last_seq is None:
-        result = conn.execute(_TOUCH, {"t_id": session_id, "t_now": time.time()})
-    else:
-        result = conn.execute(_TOUCH_SEQ, {"t_id": session_id, "t_now": time.time(), "t_seq": last_seq})
-    if result.rowcount != 1:
-        raise StoreError(f"unknown session {session_id!r}: call ensure_session first")
-
-
-def _insert_message(
-    conn: sa.Connection,
-    session_id: str,
-    message: Message,
-    *,
-    interaction_id: str,
-    step: int | None = None,
-    extra: dict[str, Any] | None = None,
-) -> bool:
-    """Insert at the session's next position; False when this message id is already stored there."""
-    if message.session_id not in (None, session_id):
-        raise StoreError(f"message {message.id} belongs to session {message.session_id}, not {session_id}")
-    stored, position = conn.execute(_MESSAGE_SLOT, {"m_id": message.id, "m_session": session_id}).one()
-    if stored is not None:
-        return False
-    conn.execute(
-        _INSERT_MESSAGE,
-        {
-            "id": message.id,
-            "session_id": session_id,
-            "position": position,
-            "role": message.role,
-            "parts": _parts_to_json(message.parts),
-            "provider": message.provider,
-            "model": message.model,
-            "interaction_id": interaction_id,
-            "step": step,
-            "created_at": message.created_at,
-            **(extra or {}),
-        },
-    )
-    return True
-
-
-def _session_values(info: SessionInfo) -> dict[str, Any]:
-    return {
-        "id": info.id,
-        "parent_session_id": info.parent_session_id,
-        "user_session_id": info.user_session_id,
-        "user_id": info.user_id,
-        "agent_name": info.agent_name,
-        "title": info.title,
-        "created_at": info.created_at,
-        "updated_at": info.updated_at,
-        "last_seq": info.last_seq,
-        "usage": _usage_to_json(info.usage),
-    }
-
-
-def _tool_call_row(session_id: str, call: ToolCallRecord) -> dict[str, Any]:
-    if call.session_id != session_id:
-        raise StoreError(f"call {call.tool_call_id} belongs to session {call.session_id}, not {session_id}")
-    return {
-        "session_id": session_id,
-        "tool_call_id": call.tool_call_id,
-        "message_id": call.message_id,
-        "step": call.step,
-        "tool_name": call.tool_name,
-        "args": call.args,
-        "status": call.status,
-        "output": call.output,
-        "is_error": call.is_error,
-        "started_at": call.started_at,
-        "finished_at": call.finished_at,
-        "provider": call.provider,
-        "model": call.model,
-        "interaction_id": call.interaction_id,
-    }
-
-
-def _session_from_row(row: sa.Row[Any]) -> SessionInfo:
-    return SessionInfo(
-        id=row.id,
-        parent_session_id=row.parent_session_id,
-        user_session_id=row.user_session_id,
-        user_id=row.user_id,
-        agent_name=row.agent_name,
-        title=row.title,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        last_seq=row.last_seq,
-        usage=_usage_from_json(row.usage),
-    )
-
-
-def _message_from_row(row: sa.Row[Any]) -> Message:
-    return Message(
-        role=row.role,
-        parts=parts_from_jsonable(row.parts),
-        id=row.id,
-        session_id=row.session_id,
-        created_at=row.created_at,
-        provider=row.provider,
-        model=row.model,
-    )
-
-
-def _tool_call_from_row(row: sa.Row[Any]) -> ToolCallRecord:
-    return ToolCallRecord(
-        session_id=row.session_id,
-        tool_call_id=row.tool_call_id,
-        tool_name=row.tool_name,
-        message_id=row.message_id,
-        step=row.step,
-        args=row.args,
-        status=row.status,
-        output=row.output,
-        is_error=row.is_error,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-        provider=row.provider,
-        model=row.model,
-        interaction_id=row.interaction_id,
-    )
+            raise StoreError(f"store failed to {what}: {describe(exc)}") from exc

@@ -1,0 +1,259 @@
+"""Statements built once and the mapping between rows and canonical types, for the SQL store."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import sqlalchemy as sa
+from pydantic_core import PydanticSerializationError
+
+from toolwire.agent.history import INTERRUPTED_OUTPUT
+from toolwire.errors import ConfigError, StoreError
+from toolwire.messages import (
+    Message,
+    Part,
+    ToolResultPart,
+    Usage,
+    UsageAdapter,
+    parts_from_jsonable,
+    parts_to_jsonable,
+)
+from toolwire.store.records import SessionInfo, ToolCallRecord
+from toolwire.store.schema import messages, sessions, tool_calls
+
+MARK_INTERRUPTED = (
+    sa.update(tool_calls)
+    .where(
+        tool_calls.c.session_id == sa.bindparam("i_session"),
+        tool_calls.c.message_id == sa.bindparam("i_message"),
+        tool_calls.c.tool_call_id == sa.bindparam("i_call"),
+        tool_calls.c.status == "pending",
+    )
+    .values(status="interrupted", output=INTERRUPTED_OUTPUT, is_error=True)
+)
+COMPLETE_CALL = (
+    sa.update(tool_calls)
+    .where(
+        tool_calls.c.session_id == sa.bindparam("b_session_id"),
+        tool_calls.c.message_id == sa.bindparam("b_message_id"),
+        tool_calls.c.tool_call_id == sa.bindparam("b_tool_call_id"),
+    )
+    .values(
+        status=sa.bindparam("status"),
+        output=sa.bindparam("output"),
+        is_error=sa.bindparam("is_error"),
+        started_at=sa.bindparam("started_at"),
+        finished_at=sa.bindparam("finished_at"),
+    )
+)
+
+
+def check_schema(conn: sa.Connection) -> None:
+    """Refuse a database made by toolwire 0.1 (global message ids, calls keyed by id only)."""
+    keys = sa.inspect(conn).get_pk_constraint(messages.name).get("constrained_columns") or []
+    if "session_id" not in keys:
+        raise ConfigError(
+            "this database was created by toolwire 0.1 (message ids were global); "
+            "export what you need and start a new database file or schema"
+        )
+
+
+def dumps(value: Any) -> str:
+    """The JSON serializer of every JSON column: never fails, so a strange tool output cannot lose a step."""
+    try:
+        return json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        return json.dumps({"unserializable": safe_repr(value)}, separators=(",", ":"))
+
+
+def safe_repr(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception:
+        return f"<unrepresentable {type(value).__name__}>"
+
+
+def parts_to_json(parts: Sequence[Part]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        try:
+            out.extend(parts_to_jsonable([part]))
+        except PydanticSerializationError as exc:
+            if not isinstance(part, ToolResultPart):
+                raise StoreError(f"cannot serialise a {part.type} part: {exc}") from exc
+            wrapped = {"unserializable": safe_repr(part.output)}
+            out.extend(parts_to_jsonable([replace(part, output=wrapped)]))
+    return out
+
+
+def usage_to_json(usage: Usage) -> dict[str, Any]:
+    data: dict[str, Any] = UsageAdapter.dump_python(usage, mode="json")
+    return data
+
+
+def usage_from_json(data: Any) -> Usage:
+    return UsageAdapter.validate_python(data) if data else Usage()
+
+
+# The statements run on every step are built once: building one costs as much as executing it.
+TOUCH = (
+    sa.update(sessions).where(sessions.c.id == sa.bindparam("t_id")).values(updated_at=sa.bindparam("t_now"))
+)
+TOUCH_SEQ = (
+    sa.update(sessions)
+    .where(sessions.c.id == sa.bindparam("t_id"))
+    .values(
+        updated_at=sa.bindparam("t_now"),
+        last_seq=sa.case(
+            (
+                sessions.c.last_seq < sa.bindparam("t_seq", type_=sa.Integer),
+                sa.bindparam("t_seq", type_=sa.Integer),
+            ),
+            else_=sessions.c.last_seq,
+        ),
+    )
+)
+MESSAGE_SLOT = sa.select(
+    sa.select(messages.c.session_id)
+    .where(messages.c.session_id == sa.bindparam("m_session"), messages.c.id == sa.bindparam("m_id"))
+    .scalar_subquery(),
+    sa.select(sa.func.coalesce(sa.func.max(messages.c.position) + 1, 0))
+    .where(messages.c.session_id == sa.bindparam("m_session"))
+    .scalar_subquery(),
+)
+INSERT_MESSAGE = sa.insert(messages)
+HAS_MESSAGES = sa.select(messages.c.id).where(messages.c.session_id == sa.bindparam("h_session")).limit(1)
+SESSION_USAGE = sa.select(sessions.c.usage).where(sessions.c.id == sa.bindparam("u_id"))
+SET_SESSION_USAGE = (
+    sa.update(sessions).where(sessions.c.id == sa.bindparam("u_id")).values(usage=sa.bindparam("u_usage"))
+)
+
+
+def touch(conn: sa.Connection, session_id: str, *, last_seq: int | None = None) -> None:
+    """Bump ``updated_at`` (and ``last_seq``); on PostgreSQL its row lock serialises the session's writers."""
+    if last_seq is None:
+        result = conn.execute(TOUCH, {"t_id": session_id, "t_now": time.time()})
+    else:
+        result = conn.execute(TOUCH_SEQ, {"t_id": session_id, "t_now": time.time(), "t_seq": last_seq})
+    if result.rowcount != 1:
+        raise StoreError(f"unknown session {session_id!r}: call ensure_session first")
+
+
+def insert_message(
+    conn: sa.Connection,
+    session_id: str,
+    message: Message,
+    *,
+    interaction_id: str,
+    step: int | None = None,
+    extra: dict[str, Any] | None = None,
+) -> bool:
+    """Insert at the session's next position; False when this message id is already stored there."""
+    if message.session_id not in (None, session_id):
+        raise StoreError(f"message {message.id} belongs to session {message.session_id}, not {session_id}")
+    stored, position = conn.execute(MESSAGE_SLOT, {"m_id": message.id, "m_session": session_id}).one()
+    if stored is not None:
+        return False
+    conn.execute(
+        INSERT_MESSAGE,
+        {
+            "id": message.id,
+            "session_id": session_id,
+            "position": position,
+            "role": message.role,
+            "parts": parts_to_json(message.parts),
+            "provider": message.provider,
+            "model": message.model,
+            "interaction_id": interaction_id,
+            "step": step,
+            "created_at": message.created_at,
+            **(extra or {}),
+        },
+    )
+    return True
+
+
+def session_values(info: SessionInfo) -> dict[str, Any]:
+    return {
+        "id": info.id,
+        "parent_session_id": info.parent_session_id,
+        "user_session_id": info.user_session_id,
+        "user_id": info.user_id,
+        "agent_name": info.agent_name,
+        "title": info.title,
+        "created_at": info.created_at,
+        "updated_at": info.updated_at,
+        "last_seq": info.last_seq,
+        "usage": usage_to_json(info.usage),
+    }
+
+
+def tool_call_row(session_id: str, call: ToolCallRecord) -> dict[str, Any]:
+    if call.session_id != session_id:
+        raise StoreError(f"call {call.tool_call_id} belongs to session {call.session_id}, not {session_id}")
+    return {
+        "session_id": session_id,
+        "tool_call_id": call.tool_call_id,
+        "message_id": call.message_id,
+        "step": call.step,
+        "tool_name": call.tool_name,
+        "args": call.args,
+        "status": call.status,
+        "output": call.output,
+        "is_error": call.is_error,
+        "started_at": call.started_at,
+        "finished_at": call.finished_at,
+        "provider": call.provider,
+        "model": call.model,
+        "interaction_id": call.interaction_id,
+    }
+
+
+def session_from_row(row: sa.Row[Any]) -> SessionInfo:
+    return SessionInfo(
+        id=row.id,
+        parent_session_id=row.parent_session_id,
+        user_session_id=row.user_session_id,
+        user_id=row.user_id,
+        agent_name=row.agent_name,
+        title=row.title,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        last_seq=row.last_seq,
+        usage=usage_from_json(row.usage),
+    )
+
+
+def message_from_row(row: sa.Row[Any]) -> Message:
+    return Message(
+        role=row.role,
+        parts=parts_from_jsonable(row.parts),
+        id=row.id,
+        session_id=row.session_id,
+        created_at=row.created_at,
+        provider=row.provider,
+        model=row.model,
+    )
+
+
+def tool_call_from_row(row: sa.Row[Any]) -> ToolCallRecord:
+    return ToolCallRecord(
+        session_id=row.session_id,
+        tool_call_id=row.tool_call_id,
+        tool_name=row.tool_name,
+        message_id=row.message_id,
+        step=row.step,
+        args=row.args,
+        status=row.status,
+        output=row.output,
+        is_error=row.is_error,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        provider=row.provider,
+        model=row.model,
+        interaction_id=row.interaction_id,
+    )

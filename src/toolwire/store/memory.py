@@ -1,0 +1,190 @@
+"""``MemoryStore``: the hook in process memory (``Agent(store=None)``); nothing survives the process."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from toolwire.agent.history import INTERRUPTED_OUTPUT
+from toolwire.errors import SessionBusyError
+from toolwire.messages import Message, Usage
+from toolwire.store._locks import owner_is_dead
+from toolwire.store.base import Store
+from toolwire.store.records import (
+    CallKey,
+    SessionInfo,
+    StepRecord,
+    StoredStep,
+    ToolCallRecord,
+    ToolCallRowStatus,
+    check_owner,
+)
+
+
+class MemoryStore(Store):
+    """In-process store used when ``Agent(store=None)``: same hook, no persistence across processes."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, SessionInfo] = {}
+        self._messages: dict[str, list[Message]] = {}
+        self._calls: dict[str, dict[CallKey, ToolCallRecord]] = {}
+        self._steps: dict[str, list[StoredStep]] = {}
+        self._locks: dict[str, tuple[str, float]] = {}
+        self._mutex = asyncio.Lock()
+
+    async def ensure_session(self, info: SessionInfo) -> SessionInfo:
+        existing = self._sessions.get(info.id)
+        if existing is not None:
+            return existing
+        self._sessions[info.id] = info
+        self._messages[info.id] = []
+        self._calls[info.id] = {}
+        return info
+
+    async def get_session(self, session_id: str) -> SessionInfo | None:
+        return self._sessions.get(session_id)
+
+    async def create_session(self, info: SessionInfo) -> bool:
+        if info.id in self._sessions:
+            return False
+        await self.ensure_session(info)
+        return True
+
+    async def list_sessions(
+        self,
+        *,
+        user_id: str | None = None,
+        user_session_id: str | None = None,
+        limit: int = 100,
+        top_level: bool = False,
+        after: tuple[float, str] | None = None,
+    ) -> list[SessionInfo]:
+        rows = [
+            s
+            for s in self._sessions.values()
+            if (user_id is None or s.user_id == user_id)
+            and (user_session_id is None or (s.user_session_id or s.id) == user_session_id)
+            and not (top_level and s.parent_session_id)
+            and (after is None or (-s.updated_at, s.id) > (-after[0], after[1]))
+        ]
+        rows.sort(key=lambda s: (-s.updated_at, s.id))
+        return rows[:limit]
+
+    async def append_message(self, session_id: str, message: Message, *, interaction_id: str) -> None:
+        self._messages[session_id].append(message)
+        self._touch(session_id)
+
+    async def import_history(
+        self, info: SessionInfo, messages: Sequence[Message], *, interaction_id: str
+    ) -> bool:
+        stored = await self.ensure_session(info)
+        check_owner(stored, info.user_id)
+        if self._messages[info.id]:
+            return False
+        self._messages[info.id].extend(messages)
+        self._touch(info.id)
+        return True
+
+    async def begin_step(self, record: StepRecord) -> None:
+        self._messages[record.session_id].append(record.message)
+        self._steps.setdefault(record.session_id, []).append(
+            StoredStep(
+                message_id=record.message.id,
+                interaction_id=record.interaction_id,
+                step=record.step,
+                usage=record.usage,
+                finish_reason=record.finish_reason,
+                started_at=record.started_at,
+                finished_at=record.finished_at,
+            )
+        )
+        calls = self._calls[record.session_id]
+        for call in record.tool_calls:
+            calls.setdefault((call.message_id, call.tool_call_id), call)
+        self._touch(record.session_id)
+
+    async def complete_tool_call(
+        self,
+        session_id: str,
+        tool_call_id: str,
+        *,
+        status: ToolCallRowStatus,
+        output: Any,
+        is_error: bool,
+        started_at: float | None,
+        finished_at: float | None,
+        message_id: str | None = None,
+    ) -> None:
+        calls = self._calls[session_id]
+        if message_id is None:  # the latest call with that id
+            key = next((k for k in reversed(calls) if k[1] == tool_call_id), ("", tool_call_id))
+        else:
+            key = (message_id, tool_call_id)
+        record = calls.get(key)
+        if record is not None:
+            calls[key] = replace(
+                record,
+                status=status,
+                output=output,
+                is_error=is_error,
+                started_at=started_at,
+                finished_at=finished_at,
+            )
+
+    async def finish_step(
+        self,
+        session_id: str,
+        *,
+        step: int,
+        interaction_id: str,
+        tool_message: Message | None,
+        usage: Usage,
+        last_seq: int,
+    ) -> None:
+        if tool_message is not None:
+            self._messages[session_id].append(tool_message)
+        info = self._sessions[session_id]
+        self._sessions[session_id] = replace(
+            info, usage=info.usage + usage, last_seq=max(info.last_seq, last_seq), updated_at=time.time()
+        )
+
+    async def raw_messages(self, session_id: str) -> list[Message]:
+        return list(self._messages.get(session_id, ()))
+
+    async def steps(self, session_id: str) -> list[StoredStep]:
+        return list(self._steps.get(session_id, ()))
+
+    async def tool_calls(self, session_id: str) -> list[ToolCallRecord]:
+        return list(self._calls.get(session_id, {}).values())
+
+    async def mark_interrupted(self, session_id: str, calls: Sequence[CallKey]) -> None:
+        for key in calls:
+            record = self._calls[session_id].get(key)
+            if record is not None and record.status == "pending":
+                self._calls[session_id][key] = replace(
+                    record, status="interrupted", output=INTERRUPTED_OUTPUT, is_error=True
+                )
+
+    async def lock_session(self, session_id: str, owner: str, *, ttl: float = 600.0) -> None:
+        now = time.time()
+        holder = self._locks.get(session_id)
+        if holder is not None and holder[0] != owner and holder[1] > now and not owner_is_dead(holder[0]):
+            raise SessionBusyError(f"session {session_id} is busy with another run")
+        self._locks[session_id] = (owner, now + ttl)
+
+    async def unlock_session(self, session_id: str, owner: str) -> None:
+        holder = self._locks.get(session_id)
+        if holder is not None and holder[0] == owner:
+            del self._locks[session_id]
+
+    async def run_in_progress(self, session_id: str) -> bool:
+        holder = self._locks.get(session_id)
+        return holder is not None and holder[1] > time.time() and not owner_is_dead(holder[0])
+
+    def _touch(self, session_id: str) -> None:
+        info = self._sessions.get(session_id)
+        if info is not None:
+            self._sessions[session_id] = replace(info, updated_at=time.time())

@@ -1,0 +1,92 @@
+"""The records the store hook takes and gives: sessions, steps, tool-call rows."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from toolwire.errors import SessionAccessError
+from toolwire.messages import Message, Usage
+
+ToolCallRowStatus: TypeAlias = Literal["pending", "ok", "error", "interrupted", "blocked", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionInfo:
+    id: str
+    parent_session_id: str | None = None
+    user_session_id: str | None = None
+    user_id: str | None = None
+    agent_name: str | None = None
+    title: str | None = None
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+    last_seq: int = 0
+    usage: Usage = field(default_factory=Usage)
+    """Summed over every step of every run of the session."""
+
+
+CallKey: TypeAlias = tuple[str, str]
+"""A tool call's identity within a session: ``(message_id, tool_call_id)``. Providers may repeat a call
+id in later steps (``call_0`` every turn), so the id alone would alias an earlier call's result."""
+
+
+def check_owner(info: SessionInfo, user_id: str | None, *, parent_session_id: str | None = None) -> None:
+    """Raise :class:`SessionAccessError` unless ``user_id`` may act on the stored session ``info``.
+
+    ``user_id=None`` is trusted library code acting for nobody in particular; a session stored without
+    an owner can only be used that way. A sub-session must hang under the expected parent.
+    """
+    if user_id is not None and info.user_id != user_id:
+        raise SessionAccessError(f"session {info.id!r} belongs to another user")
+    if parent_session_id is not None and info.parent_session_id != parent_session_id:
+        raise SessionAccessError(f"session {info.id!r} is not a sub-session of {parent_session_id!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallRecord:
+    session_id: str
+    tool_call_id: str
+    tool_name: str
+    message_id: str
+    step: int
+    args: dict[str, Any] = field(default_factory=dict)
+    status: ToolCallRowStatus = "pending"
+    output: Any = None
+    is_error: bool = False
+    started_at: float | None = None
+    finished_at: float | None = None
+    provider: str | None = None
+    model: str | None = None
+    interaction_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepRecord:
+    """One model step as handed to the store by the loop."""
+
+    session_id: str
+    interaction_id: str
+    step: int
+    message: Message
+    """The assistant message (text, reasoning, tool calls with provider metadata)."""
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    """Client-executed calls of the message, status ``pending``."""
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str = "stop"
+    started_at: float = 0.0
+    finished_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredStep:
+    """Per-step bookkeeping kept on the step's assistant message row."""
+
+    message_id: str
+    interaction_id: str | None
+    step: int
+    usage: Usage
+    finish_reason: str | None
+    started_at: float | None
+    finished_at: float | None
