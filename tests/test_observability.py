@@ -56,7 +56,9 @@ async def test_tool_start_and_end_carry_name_args_result_duration_and_session() 
     assert all(e.duration >= 0 and e.session_id == result.session_id for e in ends)
 
 
-async def test_a_failing_subscriber_is_logged_and_never_breaks_the_run(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_failing_subscriber_is_logged_and_never_breaks_the_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     agent = Agent(script(), tools=[add, fails])
 
     def broken(event: AgentEvent) -> None:
@@ -102,7 +104,9 @@ def test_cost_from_the_price_table() -> None:
     assert estimate_cost("openai", "no-such-model-xyz", usage) is None
     assert estimate_cost("scripted", "scripted", usage) is None
     assert total_cost([("openai", "gpt-4o-2024-08-06", usage), ("local", "x", usage)]) == gpt4o
-    assert total_cost([("openai", "gpt-4o-2024-08-06", usage), ("openai", "no-such-model-xyz", usage)]) is None
+    assert (
+        total_cost([("openai", "gpt-4o-2024-08-06", usage), ("openai", "no-such-model-xyz", usage)]) is None
+    )
 
 
 async def test_run_result_cost_is_unknown_for_unpriced_models() -> None:

@@ -32,7 +32,9 @@ def by_name(spans: tuple[ReadableSpan, ...], name: str) -> list[ReadableSpan]:
 async def test_run_model_and_tool_spans_with_genai_attributes_and_nesting() -> None:
     tp, exporter = provider()
     child = Agent(
-        ScriptedModel([[ToolCallPart(tool_call_id="c1", tool_name="add", args={"a": 2, "b": 2})], [TextPart(text="4")]]),
+        ScriptedModel(
+            [[ToolCallPart(tool_call_id="c1", tool_name="add", args={"a": 2, "b": 2})], [TextPart(text="4")]]
+        ),
         tools=[add],
         name="math",
     )
@@ -80,7 +82,10 @@ async def test_failed_tool_span_has_error_status() -> None:
         raise RuntimeError("boom")
 
     tp, exporter = provider()
-    agent = Agent(ScriptedModel([[ToolCallPart(tool_call_id="b", tool_name="broken", args={})], [TextPart(text="k")]]), tools=[broken])
+    agent = Agent(
+        ScriptedModel([[ToolCallPart(tool_call_id="b", tool_name="broken", args={})], [TextPart(text="k")]]),
+        tools=[broken],
+    )
     instrument(agent, tracer_provider=tp)
     await agent.run("go")
     (span,) = by_name(exporter.get_finished_spans(), "execute_tool broken")

@@ -5,7 +5,9 @@ from __future__ import annotations
 from tests.cassettes import all_fixtures
 from tests.models import test_anthropic, test_bedrock, test_gemini, test_openai_chat, test_openai_responses
 
-CROSS_PROVIDER = "pydantic-ai/tests/models/cassettes/test_google/test_thinking_with_tool_calls_from_other_model.yaml"
+CROSS_PROVIDER = (
+    "pydantic-ai/tests/models/cassettes/test_google/test_thinking_with_tool_calls_from_other_model.yaml"
+)
 
 
 def test_every_recording_is_replayed_by_an_adapter_test() -> None:

@@ -25,7 +25,9 @@ def test_each_provider_string(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
     openai = infer_model("openai:gpt-4o")
-    assert isinstance(openai, OpenAIChatModel) and openai.model_name == "gpt-4o" and openai.api_key == "sk-env"
+    assert (
+        isinstance(openai, OpenAIChatModel) and openai.model_name == "gpt-4o" and openai.api_key == "sk-env"
+    )
     assert isinstance(infer_model("openai-responses:gpt-5"), OpenAIResponsesModel)
     anthropic = infer_model("anthropic:claude-sonnet-4-5")
     assert isinstance(anthropic, AnthropicModel) and anthropic.model_name == "claude-sonnet-4-5"
