@@ -22,17 +22,12 @@ from toolwire.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from toolwire.models._metadata import RoundTrip, read_back
+from toolwire.models._metadata import ANTHROPIC, read_back
 from toolwire.models.base import ModelRequest, ToolDefinition
 
 PROVIDER = "anthropic"
-ROUND_TRIP_METADATA: RoundTrip = {
-    # tool_use / server_tool_use / mcp_tool_use fields we do not model, echoed back; a server tool result
-    # block (its type, content and error flag), replayed in the assistant turn.
-    PROVIDER: frozenset({"type", "caller", "server_name", "content", "is_error"}),
-}
-"""What the request builder reads back from history (see ``toolwire.models._metadata``). Thinking
-signatures are not metadata: they live on ReasoningPart."""
+ROUND_TRIP_METADATA = ANTHROPIC
+"""What the request builder reads back from history (declared in ``toolwire.models._metadata``)."""
 
 # Content block types a tool_result may carry; a tool output shaped as a list of these is sent as-is
 # (e.g. ``[{"type": "text", "text": ...}]``), anything else is sent as text.

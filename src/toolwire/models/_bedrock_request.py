@@ -24,12 +24,12 @@ from toolwire.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from toolwire.models._metadata import RoundTrip
+from toolwire.models._metadata import BEDROCK
 from toolwire.models.base import ModelRequest, ToolDefinition
 
 PROVIDER = "bedrock"
-ROUND_TRIP_METADATA: RoundTrip = {}
-"""Nothing is read back from history metadata: reasoning signatures live on ReasoningPart."""
+ROUND_TRIP_METADATA = BEDROCK
+"""What the request builder reads back from history (declared in ``toolwire.models._metadata``)."""
 
 _ID_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 _DOCUMENT_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9\-()\[\] ]+")

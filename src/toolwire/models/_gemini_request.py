@@ -28,11 +28,11 @@ from toolwire.messages import (
     ToolResultPart,
 )
 from toolwire.models._gemini_response import CODE_EXECUTION, PROVIDER
-from toolwire.models._metadata import RoundTrip, read_back
+from toolwire.models._metadata import GEMINI, read_back
 from toolwire.models.base import ModelRequest
 
-ROUND_TRIP_METADATA: RoundTrip = {PROVIDER: frozenset({"thoughtSignature"})}
-"""What the request builder reads back from history (see ``toolwire.models._metadata``)."""
+ROUND_TRIP_METADATA = GEMINI
+"""What the request builder reads back from history (declared in ``toolwire.models._metadata``)."""
 
 PLACEHOLDER_SIGNATURE = base64.b64encode(b"context_engineering_is_the_way_to_go").decode()
 """The dummy signature Google documents for function calls Gemini did not produce

@@ -1,8 +1,9 @@
 """Provider metadata that history carries back into requests, and the filter for metadata from clients.
 
-Each adapter module declares ``ROUND_TRIP_METADATA`` (provider namespace -> the keys its request builder
-reads back from history) and reads history metadata only through :func:`read_back`, so the declaration is
-complete by construction: a key an adapter does not declare, it never sees.
+Each adapter's request builder reads history metadata only through :func:`read_back` with its own entry of
+the table below (provider namespace -> the keys it reads back), so the table is complete by construction: a
+key an adapter does not declare, it never sees. The table lives here, not in the adapters, so that this
+module stays a leaf of the import graph.
 
 :func:`client_metadata_filter` applies the union of those declarations to metadata that came from an HTTP
 client (``toolwire.server.ui_messages``): unknown namespaces and keys are dropped, and so is any value that
@@ -37,23 +38,45 @@ def read_back(metadata: ProviderMetadata, declared: RoundTrip, namespace: str) -
     return {key: value for key, value in own.items() if key in keys}
 
 
-@functools.cache
-def round_trip_metadata() -> RoundTrip:
-    """The union of every adapter's ``ROUND_TRIP_METADATA``."""
-    # Imported here: the adapters import this module for read_back.
-    from toolwire.models import (
-        _anthropic_request,
-        _bedrock_request,
-        _gemini_request,
-        openai_chat,
-        openai_responses,
-    )
+OPENAI_CHAT: RoundTrip = {"openai": frozenset({"reasoning_field", "extra_content", "message_extra_content"})}
+"""Chat Completions: the reasoning field a compatible server used, and Gemini's ``extra_content`` echoes."""
 
-    merged: dict[str, frozenset[str]] = {}
-    for module in (openai_chat, openai_responses, _anthropic_request, _gemini_request, _bedrock_request):
-        for namespace, keys in module.ROUND_TRIP_METADATA.items():
-            merged[namespace] = merged.get(namespace, frozenset()) | keys
-    return MappingProxyType(merged)
+OPENAI_RESPONSES: RoundTrip = {
+    "openai": frozenset({"item_id", "item_type", "encrypted_content", "phase", "annotations"}),
+}
+"""Responses: item ids and types, encrypted reasoning, message phase and annotations."""
+
+ANTHROPIC: RoundTrip = {"anthropic": frozenset({"type", "caller", "server_name", "content", "is_error"})}
+"""Messages: tool_use / server_tool_use / mcp_tool_use fields toolwire does not model, echoed back, and a
+server tool result block (its type, content and error flag) replayed in the assistant turn. Thinking
+signatures are not metadata: they live on ReasoningPart."""
+
+GEMINI: RoundTrip = {"google": frozenset({"thoughtSignature"})}
+"""Gemini: the thought signature of a part (a function call's above all)."""
+
+BEDROCK: RoundTrip = {}
+"""Converse: nothing; reasoning signatures live on ReasoningPart."""
+
+ROUND_TRIP_METADATA: RoundTrip = MappingProxyType(
+    {
+        namespace: functools.reduce(
+            frozenset.union,
+            (
+                table[namespace]
+                for table in (OPENAI_CHAT, OPENAI_RESPONSES, ANTHROPIC, GEMINI, BEDROCK)
+                if namespace in table
+            ),
+            frozenset(),
+        )
+        for namespace in ("openai", "anthropic", "google")
+    }
+)
+"""The union of every adapter's table: what a client may send back."""
+
+
+def round_trip_metadata() -> RoundTrip:
+    """The union of every adapter's table (:data:`ROUND_TRIP_METADATA`)."""
+    return ROUND_TRIP_METADATA
 
 
 def client_metadata_filter(metadata: Any) -> ProviderMetadata:
@@ -81,4 +104,16 @@ def _bounded_json(value: Any) -> bool:
         return False
 
 
-__all__ = ["MAX_VALUE_BYTES", "RoundTrip", "client_metadata_filter", "read_back", "round_trip_metadata"]
+__all__ = [
+    "ANTHROPIC",
+    "BEDROCK",
+    "GEMINI",
+    "MAX_VALUE_BYTES",
+    "OPENAI_CHAT",
+    "OPENAI_RESPONSES",
+    "ROUND_TRIP_METADATA",
+    "RoundTrip",
+    "client_metadata_filter",
+    "read_back",
+    "round_trip_metadata",
+]

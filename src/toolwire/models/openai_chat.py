@@ -39,7 +39,7 @@ from toolwire.messages import (
     new_id,
 )
 from toolwire.models._http import make_client, open_stream
-from toolwire.models._metadata import RoundTrip
+from toolwire.models._metadata import OPENAI_CHAT
 from toolwire.models._openai_common import (
     DEFAULT_BASE_URL,
     PROVIDER,
@@ -83,10 +83,8 @@ from toolwire.models.base import (
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 """Where compatible servers put reasoning text, in lookup order."""
 
-ROUND_TRIP_METADATA: RoundTrip = {
-    PROVIDER: frozenset({"reasoning_field", "extra_content", "message_extra_content"}),
-}
-"""What the request builder reads back from history (see ``toolwire.models._metadata``)."""
+ROUND_TRIP_METADATA = OPENAI_CHAT
+"""What the request builder reads back from history (declared in ``toolwire.models._metadata``)."""
 
 
 class OpenAIChatModel(Model):

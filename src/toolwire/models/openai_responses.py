@@ -42,7 +42,7 @@ from toolwire.messages import (
     Usage,
 )
 from toolwire.models._http import make_client, open_stream
-from toolwire.models._metadata import RoundTrip
+from toolwire.models._metadata import OPENAI_RESPONSES
 from toolwire.models._openai_common import (
     PROVIDER,
     Json,
@@ -88,10 +88,8 @@ PROVIDER_EXECUTED_ITEMS = frozenset(
 )
 """Output items of tools OpenAI runs itself."""
 
-ROUND_TRIP_METADATA: RoundTrip = {
-    PROVIDER: frozenset({"item_id", "item_type", "encrypted_content", "phase", "annotations"}),
-}
-"""What the request builder reads back from history (see ``toolwire.models._metadata``)."""
+ROUND_TRIP_METADATA = OPENAI_RESPONSES
+"""What the request builder reads back from history (declared in ``toolwire.models._metadata``)."""
 
 
 class OpenAIResponsesModel(Model):
