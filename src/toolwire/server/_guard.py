@@ -1,7 +1,10 @@
 """What ``toolwire serve`` adds to uvicorn so slow or numerous clients cannot stop the service.
 
-- A connection cap: past ``max_connections`` open connections a new one gets a short 503 and is closed
-  at once (the default stays under the process's file-descriptor limit, so ``accept()`` never fails).
+- A connection cap: at ``max_connections`` open connections, a new one takes the place of the oldest
+  connection that is only waiting for a request head (a slow or idle client); when every connection is
+  busy with a request the new one gets a short 503 and is closed at once. The default stays under the
+  process's file-descriptor limit with room for a whole accept burst (``ACCEPT_BACKLOG``), so
+  ``accept()`` never runs out of descriptors.
 - A header timeout: a connection that has not sent a whole request head within ``header_timeout``
   seconds is closed (uvicorn only times out idle keep-alive connections).
 - Bounded logs: each distinct log message is written at most a few times per window, then counted.
@@ -28,26 +31,40 @@ logger = logging.getLogger("toolwire.server")
 _BUSY = b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
 
 
+ACCEPT_BACKLOG = 128
+"""The listen backlog, which is also how many connections asyncio accepts in one burst before any of
+them reaches the cap check: the default cap leaves room for it."""
+
+
 def default_max_connections() -> int:
-    """1,000, or fewer when the file-descriptor limit would not leave room for the store and logs."""
+    """1,000, or fewer when the file-descriptor limit would not leave room for an accept burst, the
+    store and the logs."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return 1_000
-    return max(16, min(1_000, soft - 64))
+    return max(16, min(1_000, soft - 64 - ACCEPT_BACKLOG))
 
 
 def guarded_protocol(*, max_connections: int, header_timeout: float) -> type[H11Protocol]:
     """uvicorn's h11 protocol with a connection cap and a request-head timeout."""
+    # Connections waiting for a request head, oldest first: the ones a new connection may displace.
+    waiting: dict[GuardedH11Protocol, None] = {}
 
     class GuardedH11Protocol(H11Protocol):
         _deadline: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             if len(self.server_state.connections) >= max_connections:
-                _note("connection refused: %d connections open (max_connections)", max_connections)
-                transport.write(_BUSY)
-                transport.close()
-                return
+                if not waiting:
+                    _note("connection refused: %d connections busy (max_connections)", max_connections)
+                    transport.write(_BUSY)
+                    transport.close()
+                    return
+                oldest = next(iter(waiting))
+                _note("closed the oldest connection waiting for a request head (max_connections)")
+                oldest._disarm()
+                oldest.transport.close()
+                oldest.connection_lost(None)  # frees its slot now, not on the next loop turn
             super().connection_made(transport)
             self._arm()
 
@@ -69,14 +86,16 @@ def guarded_protocol(*, max_connections: int, header_timeout: float) -> type[H11
         def _arm(self) -> None:
             self._disarm()
             self._deadline = self.loop.call_later(header_timeout, self._expire)
+            waiting[self] = None
 
         def _disarm(self) -> None:
+            waiting.pop(self, None)
             if self._deadline is not None:
                 self._deadline.cancel()
                 self._deadline = None
 
         def _expire(self) -> None:
-            self._deadline = None
+            self._disarm()
             if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
                 _note("closed a connection that sent no complete request head in %.0fs", header_timeout)
                 self.transport.close()

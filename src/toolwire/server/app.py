@@ -769,7 +769,13 @@ async def serve(
     """
     import uvicorn
 
-    from toolwire.server._guard import Server, default_max_connections, guarded_protocol, install_log_bounds
+    from toolwire.server._guard import (
+        ACCEPT_BACKLOG,
+        Server,
+        default_max_connections,
+        guarded_protocol,
+        install_log_bounds,
+    )
 
     limits = limits or Limits()
     app = create_app(
@@ -801,6 +807,7 @@ async def serve(
         log_level="info",
         ws="websockets-sansio",
         http=protocol,
+        backlog=ACCEPT_BACKLOG,
         timeout_keep_alive=5,
         timeout_graceful_shutdown=int(limits.shutdown_timeout) or 1,
     )
