@@ -133,25 +133,10 @@ async def _build_agent(args: argparse.Namespace) -> Agent[Any]:
     store = await open_store(args.store)
     ref = getattr(args, "agent", None) or getattr(args, "agent_ref", None)
     if ref:
-        agent = _load_agent(ref)
-        agent.use_store(store)
-        if model is not None:
-            agent.model = model
-            agent.driver = _default_driver(agent)
-        return agent
+        return _load_agent(ref).override(model=model, store=store)
     from toolwire.demo.support_desk import build_agent
 
     return build_agent(model=model, store=store)
-
-
-def _default_driver(agent: Agent[Any]) -> Any:
-    from toolwire.agent.drivers import NativeToolDriver
-
-    if agent.model.supports_tools:
-        return NativeToolDriver()
-    from toolwire.agent.react import ReActDriver
-
-    return ReActDriver()
 
 
 def _load_agent(ref: str) -> Agent[Any]:

@@ -434,3 +434,26 @@ async def test_a_sequential_tool_makes_the_step_run_calls_one_after_another() ->
     )
     await Agent(model, tools=[ordered]).run("go")
     assert ORDER == ["start a", "end a", "start b", "end b"]
+
+
+async def test_override_returns_a_configured_copy_and_leaves_the_agent_alone() -> None:
+    """What the CLI does with a user's agent and ``--model``/``--store``: the caller's object is untouched."""
+    from toolwire.agent.drivers import NativeToolDriver
+    from toolwire.agent.react import ReActDriver
+    from toolwire.store.memory import MemoryStore
+
+    class TextOnlyModel(ScriptedModel):
+        supports_tools = False  # like the embedded local model: driven through ReAct
+
+    original_model = ScriptedModel([[TextPart(text="from the original")]])
+    agent = Agent(original_model)
+    store = MemoryStore()
+    tool_less = TextOnlyModel([[TextPart(text="unused")]])
+    twin = agent.override(model=tool_less, store=store)
+    assert agent.model is original_model and isinstance(agent.driver, NativeToolDriver)
+    assert twin.model is tool_less and isinstance(twin.driver, ReActDriver)
+    assert await twin.get_store() is store
+    assert await agent.get_store() is not store
+    result = await agent.run("hi")
+    assert result.output == "from the original"
+    assert await store.list_sessions() == []

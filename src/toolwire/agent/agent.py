@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import aclosing
@@ -67,9 +68,8 @@ class Agent(Generic[DepsT]):
             raise ConfigError(f"tool_choice {tool_choice!r} is neither auto/required/none nor a known tool")
         self.max_steps = max_steps
         self.tool_choice = tool_choice
-        if driver is None:
-            driver = NativeToolDriver() if self.model.supports_tools else _react_driver()
-        self.driver = driver
+        self._driver_given = driver is not None
+        self.driver = driver if driver is not None else _default_driver(self.model)
         self.instructions = instructions
         self.name = name
         self.interceptors = tuple(interceptors)
@@ -85,6 +85,8 @@ class Agent(Generic[DepsT]):
         self.user_id = user_id
         self.events = EventBus()
         self.output_retries = output_retries
+        self._output_type = output_type
+        self._output_mode: OutputMode = output_mode
         self.output_spec: OutputSpec | None = (
             build_output_spec(output_type, self.model, output_mode) if output_type is not None else None
         )
@@ -129,6 +131,26 @@ class Agent(Generic[DepsT]):
         Returns a function that unsubscribes. See :mod:`toolwire.observability`.
         """
         return self.events.on(name, callback)
+
+    def override(self, *, model: Model | str | None = None, store: Store | str | None = None) -> Agent[DepsT]:
+        """A copy of this agent with another model and/or store; this agent is left as it was.
+
+        With a new model, a driver chosen by default is chosen again for it (native tool calls or ReAct)
+        and structured output is set up again; a driver given to the constructor is kept. Tools, settings
+        and event subscribers are shared with this agent.
+        """
+        twin = copy.copy(self)
+        if model is not None:
+            twin.model = infer_model(model)
+            if not self._driver_given:
+                twin.driver = _default_driver(twin.model)
+            if self._output_type is not None:
+                twin.output_spec = build_output_spec(self._output_type, twin.model, self._output_mode)
+        if store is not None:
+            twin._store_spec = store
+            twin._store = store if isinstance(store, Store) else None
+            twin._store_lock = asyncio.Lock()
+        return twin
 
     def use_store(self, store: Store | str) -> None:
         """Replace the store (e.g. the CLI's or server's ``--store``); a URL is opened on first use."""
@@ -250,6 +272,10 @@ class Agent(Generic[DepsT]):
 
         delegate.__doc__ = f"{description}\n\nArgs:\n    task: What to ask the {name} agent, in plain words."
         return function_tool(delegate, name=name, description=description)
+
+
+def _default_driver(model: Model) -> Driver:
+    return NativeToolDriver() if model.supports_tools else _react_driver()
 
 
 def _react_driver() -> Driver:
