@@ -280,3 +280,55 @@ def test_finished_streams_release_their_memory() -> None:
     assert hub.held_bytes() == 0
     # a client coming back with an old cursor is told to reload the history
     assert hub.subscribe("done", after=12345)._subscriber.queue.get_nowait().event is None  # type: ignore[union-attr]
+
+
+async def test_after_a_crash_the_history_shows_finished_results_and_interrupted_calls(tmp_path: Path) -> None:
+    """The process died with two calls of one step in flight; one had finished. A restarted server serves
+    the repaired history: the finished result as it was, the other call answered as interrupted, so the
+    page and any client show both instead of a spinner, and the owner alone can read it."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'crashed.db'}"
+    store = await open_store(url)
+    try:
+        await store.ensure_session(SessionInfo(id="crashed", user_id="alice"))
+        await store.append_message("crashed", Message.user("two lookups", id="u"), interaction_id="i")
+        calls = (
+            ToolCallPart(tool_call_id="call_a", tool_name="lookup", args={"ticket": "T1"}),
+            ToolCallPart(tool_call_id="call_b", tool_name="lookup", args={"ticket": "T2"}),
+        )
+        assistant = Message(role="assistant", parts=calls, id="a", session_id="crashed")
+        records = tuple(
+            ToolCallRecord(
+                session_id="crashed", tool_call_id=c.tool_call_id, tool_name="lookup", message_id="a", step=1
+            )
+            for c in calls
+        )
+        await store.begin_step(
+            StepRecord(
+                session_id="crashed", interaction_id="i", step=1, message=assistant, tool_calls=records
+            )
+        )
+        await store.complete_tool_call(
+            "crashed", "call_a", message_id="a", status="ok", output="T1 is solved", is_error=False,
+            started_at=0.0, finished_at=1.0,
+        )  # fmt: skip
+    finally:
+        await store.close()  # the "crash": nothing else is written
+
+    async with (
+        serve(tmp_path, store_url=url) as server,
+        server.client(ALICE) as alice,
+        server.client("tok-mallory") as mallory,
+    ):
+        history = (await alice.get("/api/sessions/crashed/messages")).json()
+        foreign = await mallory.get("/api/sessions/crashed/messages")
+    assert foreign.status_code == 404
+    assert history["running"] is False
+    results = {
+        part["tool_call_id"]: part
+        for message in history["messages"]
+        for part in message["parts"]
+        if part.get("type") == "tool-result"
+    }
+    assert set(results) == {"call_a", "call_b"}
+    assert results["call_a"]["output"] == "T1 is solved" and not results["call_a"].get("is_error")
+    assert results["call_b"]["output"] == INTERRUPTED_OUTPUT and results["call_b"]["is_error"] is True
