@@ -63,3 +63,14 @@ def test_bad_input_gives_one_line_errors_and_nonzero_exit(tmp_path: Path) -> Non
     assert bad_script.returncode == 1 and "cannot read scripted model file" in bad_script.stderr
     usage = toolwire("frobnicate")
     assert usage.returncode == 2
+
+
+def test_version_from_the_script_and_from_python_m() -> None:
+    from importlib.metadata import version
+
+    expected = f"toolwire {version('toolwire')}"
+    script = Path(sys.executable).with_name("toolwire")  # the console script installed beside python
+    for command in ([str(script), "--version"], [sys.executable, "-m", "toolwire", "--version"]):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == expected, command

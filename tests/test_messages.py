@@ -7,6 +7,7 @@ import pytest
 from toolwire.messages import (
     FilePart,
     Message,
+    Part,
     ReasoningPart,
     TextPart,
     ToolCallPart,
@@ -99,3 +100,40 @@ def test_message_helpers() -> None:
     assert [c.tool_call_id for c in msg.tool_calls] == ["call_1"]
     assert [r.tool_call_id for r in msg.tool_results] == ["call_1"]
     assert isinstance(msg.parts, tuple)
+
+
+@pytest.mark.parametrize(
+    ("part", "field", "value"),
+    [
+        (TextPart("hi"), "text", "hi"),
+        (ReasoningPart("thinking"), "text", "thinking"),
+        (ToolCallPart("lookup", tool_call_id="c1", args={"q": 1}), "tool_name", "lookup"),
+        (ToolResultPart("lookup", tool_call_id="c1", output=2), "tool_name", "lookup"),
+        (FilePart("image/png", url="https://example.invalid/a.png"), "media_type", "image/png"),
+    ],
+    ids=lambda v: type(v).__name__ if not isinstance(v, str) else v,
+)
+def test_each_part_takes_its_one_obvious_field_positionally(part: Part, field: str, value: str) -> None:
+    assert getattr(part, field) == value
+    assert type(part).__match_args__ == (field,)  # ``case TextPart(text):`` binds that field
+
+
+def test_only_that_field_is_positional() -> None:
+    with pytest.raises(TypeError):
+        TextPart("hi", {"google": {}})  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        ToolCallPart("c1", "lookup")  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        FilePart("image/png", "aGk=")  # type: ignore[misc]
+
+
+def test_positional_parts_equal_keyword_parts_and_keep_their_stored_key_order() -> None:
+    call = ToolCallPart("lookup", tool_call_id="c1", args={"q": 1})
+    assert call == ToolCallPart(tool_call_id="c1", tool_name="lookup", args={"q": 1})
+    assert ReasoningPart() == ReasoningPart(text="")
+    stored = parts_to_jsonable([TextPart("hi"), call, ToolResultPart("lookup", tool_call_id="c1")])
+    assert [list(d)[:3] for d in stored] == [
+        ["type", "text", "provider_metadata"],
+        ["type", "tool_call_id", "tool_name"],
+        ["type", "tool_call_id", "tool_name"],
+    ]

@@ -1,38 +1,171 @@
 """toolwire: LLM tool calling that behaves the same on every provider.
 
-One loop, one executor, one store hook, one event stream. Adapters live in ``toolwire.models`` and are
-imported lazily, so importing ``toolwire`` never imports an optional provider SDK.
+One loop, one executor, one store hook, one event stream. The common names are here: the agent, tools,
+messages and parts, the events clients usually handle (the whole vocabulary is in :mod:`toolwire.events`),
+the exception tree, models by string (:func:`infer_model`), the store and the transcript. They load on
+first use, so ``import toolwire`` is fast and never imports an optional provider SDK.
 """
 
-from toolwire.agent import Agent, AgentRun, Driver, NativeToolDriver, RunResult, ScriptedDriver, ToolExecution
-from toolwire.errors import (
-    ConfigError,
-    DecisionExtractionFailed,
-    DecisionValidationFailed,
-    MaxStepsExceeded,
-    ProviderError,
-    SessionAccessError,
-    SessionBusyError,
-    StepAborted,
-    StoreError,
-    ToolError,
-    ToolwireError,
-)
-from toolwire.events import AgentEvent
-from toolwire.messages import (
-    FilePart,
-    Message,
-    ReasoningPart,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-    Usage,
-)
-from toolwire.models.base import Model, ModelRequest, ToolDefinition
-from toolwire.store import open_store
-from toolwire.tools import Allow, Block, RewriteArgs, RunContext, Tool, ToolInterceptor, tool
+from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toolwire.agent.agent import Agent
+    from toolwire.agent.drivers import Driver, NativeToolDriver
+    from toolwire.agent.drivers.react import ReActDriver
+    from toolwire.agent.loop import AgentRun, RunResult, ToolExecution
+    from toolwire.errors import (
+        ConfigError,
+        DecisionExtractionFailed,
+        DecisionValidationFailed,
+        DriverError,
+        MaxStepsExceeded,
+        MissingExtraError,
+        NoObjectGenerated,
+        ProviderConnectionError,
+        ProviderError,
+        ProviderHTTPError,
+        ProviderProtocolError,
+        SessionAccessError,
+        SessionBusyError,
+        StepAborted,
+        StoreError,
+        ToolArgumentsError,
+        ToolBlockedError,
+        ToolError,
+        ToolExecutionError,
+        ToolNotFoundError,
+        ToolTimeoutError,
+        ToolwireError,
+        UnsupportedContentError,
+    )
+    from toolwire.events import (
+        AgentEvent,
+        ErrorEvent,
+        InteractionEnd,
+        OutputAvailable,
+        OutputPartial,
+        ReasoningDeltaEvent,
+        TextDeltaEvent,
+        ToolCallActive,
+        ToolCallComplete,
+        ToolProgress,
+    )
+    from toolwire.messages import (
+        FilePart,
+        Message,
+        Part,
+        ReasoningPart,
+        TextPart,
+        ToolCallPart,
+        ToolResultPart,
+        Usage,
+    )
+    from toolwire.models import infer_model
+    from toolwire.models.base import Model, ModelRequest, ModelSettings, ToolDefinition
+    from toolwire.models.scripted import ScriptedModel
+    from toolwire.store import open_store
+    from toolwire.store.base import Store
+    from toolwire.tools.context import RunContext
+    from toolwire.tools.executor import Allow, Block, RewriteArgs, ToolInterceptor
+    from toolwire.tools.function import Tool, tool
+    from toolwire.tools.registry import Toolset
+    from toolwire.transcript import Transcript
+
+    __version__: str
+
+_MODULES: dict[str, tuple[str, ...]] = {
+    "toolwire.agent.agent": ("Agent",),
+    "toolwire.agent.drivers": ("Driver", "NativeToolDriver"),
+    "toolwire.agent.drivers.react": ("ReActDriver",),
+    "toolwire.agent.loop": ("AgentRun", "RunResult", "ToolExecution"),
+    "toolwire.errors": (
+        "ConfigError",
+        "DecisionExtractionFailed",
+        "DecisionValidationFailed",
+        "DriverError",
+        "MaxStepsExceeded",
+        "MissingExtraError",
+        "NoObjectGenerated",
+        "ProviderConnectionError",
+        "ProviderError",
+        "ProviderHTTPError",
+        "ProviderProtocolError",
+        "SessionAccessError",
+        "SessionBusyError",
+        "StepAborted",
+        "StoreError",
+        "ToolArgumentsError",
+        "ToolBlockedError",
+        "ToolError",
+        "ToolExecutionError",
+        "ToolNotFoundError",
+        "ToolTimeoutError",
+        "ToolwireError",
+        "UnsupportedContentError",
+    ),
+    "toolwire.events": (
+        "AgentEvent",
+        "ErrorEvent",
+        "InteractionEnd",
+        "OutputAvailable",
+        "OutputPartial",
+        "ReasoningDeltaEvent",
+        "TextDeltaEvent",
+        "ToolCallActive",
+        "ToolCallComplete",
+        "ToolProgress",
+    ),
+    "toolwire.messages": (
+        "FilePart",
+        "Message",
+        "Part",
+        "ReasoningPart",
+        "TextPart",
+        "ToolCallPart",
+        "ToolResultPart",
+        "Usage",
+    ),
+    "toolwire.models": ("infer_model",),
+    "toolwire.models.base": ("Model", "ModelRequest", "ModelSettings", "ToolDefinition"),
+    "toolwire.models.scripted": ("ScriptedModel",),
+    "toolwire.store": ("open_store",),
+    "toolwire.store.base": ("Store",),
+    "toolwire.tools.context": ("RunContext",),
+    "toolwire.tools.executor": ("Allow", "Block", "RewriteArgs", "ToolInterceptor"),
+    "toolwire.tools.function": ("Tool", "tool"),
+    "toolwire.tools.registry": ("Toolset",),
+    "toolwire.transcript": ("Transcript",),
+}
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
+
+
+def _load(name: str) -> Any:
+    """Import an exported name on first use and keep it, so the next lookup is a plain attribute."""
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value: Any = version("toolwire")
+        except PackageNotFoundError:  # imported from a source tree that was never installed
+            value = "0+unknown"
+    elif name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    else:
+        raise AttributeError(f"module 'toolwire' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+if not TYPE_CHECKING:  # type checkers see the imports above; a typo is then an error, not Any
+    __getattr__ = _load
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS, "__version__"})
+
 
 __all__ = [
     "Agent",
@@ -44,33 +177,60 @@ __all__ = [
     "DecisionExtractionFailed",
     "DecisionValidationFailed",
     "Driver",
+    "DriverError",
+    "ErrorEvent",
     "FilePart",
+    "InteractionEnd",
     "MaxStepsExceeded",
     "Message",
+    "MissingExtraError",
     "Model",
     "ModelRequest",
+    "ModelSettings",
     "NativeToolDriver",
+    "NoObjectGenerated",
+    "OutputAvailable",
+    "OutputPartial",
+    "Part",
+    "ProviderConnectionError",
     "ProviderError",
+    "ProviderHTTPError",
+    "ProviderProtocolError",
+    "ReActDriver",
+    "ReasoningDeltaEvent",
     "ReasoningPart",
     "RewriteArgs",
     "RunContext",
     "RunResult",
-    "ScriptedDriver",
+    "ScriptedModel",
     "SessionAccessError",
     "SessionBusyError",
     "StepAborted",
+    "Store",
     "StoreError",
+    "TextDeltaEvent",
     "TextPart",
     "Tool",
+    "ToolArgumentsError",
+    "ToolBlockedError",
+    "ToolCallActive",
+    "ToolCallComplete",
     "ToolCallPart",
     "ToolDefinition",
     "ToolError",
     "ToolExecution",
+    "ToolExecutionError",
     "ToolInterceptor",
+    "ToolNotFoundError",
+    "ToolProgress",
     "ToolResultPart",
+    "ToolTimeoutError",
+    "Toolset",
     "ToolwireError",
+    "Transcript",
+    "UnsupportedContentError",
     "Usage",
-    "__version__",
+    "infer_model",
     "open_store",
     "tool",
 ]

@@ -6,18 +6,19 @@ import argparse
 import asyncio
 import importlib
 import json
+import logging
 import sys
 import time
 from collections.abc import Sequence
-from contextlib import aclosing
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
+from toolwire import __version__
 from toolwire.agent.agent import Agent
-from toolwire.errors import ToolwireError
+from toolwire.errors import MissingExtraError, ToolwireError
 from toolwire.events import (
     AgentEvent,
     ErrorEvent,
@@ -62,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toolwire", description="LLM tool calling, the same on every provider."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command")
 
     def agent_options(p: argparse.ArgumentParser) -> None:
@@ -126,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
 # -- agent construction -----------------------------------------------------------------------------
 
 
-async def _build_agent(args: argparse.Namespace) -> Agent[Any]:
+async def _build_agent(args: argparse.Namespace) -> Agent[Any, Any]:
     from toolwire.models import infer_model
 
     model = infer_model(args.model) if args.model else None
@@ -139,7 +141,7 @@ async def _build_agent(args: argparse.Namespace) -> Agent[Any]:
     return build_agent(model=model, store=store)
 
 
-def _load_agent(ref: str) -> Agent[Any]:
+def _load_agent(ref: str) -> Agent[Any, Any]:
     module_name, sep, attr = ref.partition(":")
     if not sep or not module_name or not attr:
         raise ToolwireError(f"agent reference {ref!r} must look like 'module:attribute'")
@@ -252,12 +254,11 @@ class EventPrinter:
             self.status = None
 
 
-async def _stream_turn(agent: Agent[Any], prompt: str, session_id: str | None) -> str:
+async def _stream_turn(agent: Agent[Any, Any], prompt: str, session_id: str | None) -> str:
     printer = EventPrinter(console)
-    run = agent.stream(prompt, session_id=session_id)
     try:
-        async with aclosing(run.__aiter__()) as events:  # type: ignore[type-var]
-            async for event in events:
+        async with agent.stream(prompt, session_id=session_id) as run:
+            async for event in run:
                 printer(event)
     finally:
         printer.close()
@@ -395,16 +396,16 @@ def render_history(history: Sequence[Message], out: Console) -> None:
 
 async def _cmd_serve(args: argparse.Namespace) -> int:
     try:
-        serve = importlib.import_module("toolwire.server.app").serve
+        server = importlib.import_module("toolwire.server")
     except ImportError as exc:
-        raise ToolwireError(
-            f"the server needs the 'server' extra: pip install 'toolwire[server]' ({exc})"
-        ) from exc
-    limits = importlib.import_module("toolwire.server.app").Limits(
-        max_connections=args.max_connections, header_timeout=args.header_timeout
-    )
+        if (exc.name or "").partition(".")[0] == "toolwire":
+            raise  # a bug in toolwire itself, not a missing extra
+        raise MissingExtraError("server", "the server", missing=exc.name) from exc
+    limits = server.Limits(max_connections=args.max_connections, header_timeout=args.header_timeout)
     agent = await _build_agent(args)
-    await serve(
+    # The command owns the process's logging; the library only logs (``toolwire.server`` at INFO).
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    await server.serve(
         agent,
         host=args.host,
         port=args.port,

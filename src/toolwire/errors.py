@@ -1,9 +1,10 @@
-"""The toolwire exception tree.
+"""The toolwire exception tree: every error the library raises on purpose is a :class:`ToolwireError`.
 
 ::
 
     ToolwireError
     ├── ConfigError
+    │   └── MissingExtraError (extra; also an ImportError)
     ├── UnsupportedContentError
     ├── ProviderError (provider, model, status, code, retryable, body)
     │   ├── ProviderHTTPError
@@ -15,17 +16,22 @@
     │   ├── ToolTimeoutError
     │   ├── ToolBlockedError
     │   └── ToolExecutionError
+    │       └── MCPToolError                (toolwire.tools.mcp)
     ├── DriverError
     │   ├── DecisionExtractionFailed
     │   └── DecisionValidationFailed
     ├── StepAborted
     ├── MaxStepsExceeded
     ├── NoObjectGenerated
-    └── StoreError
-        ├── SessionBusyError
-        └── SessionAccessError
+    ├── StoreError
+    │   ├── SessionBusyError
+    │   └── SessionAccessError
+    └── RequestError (status, kind)         (toolwire.server.errors)
 
-Foreign exceptions are translated at the boundary with ``raise ... from exc``.
+Foreign exceptions are translated at the boundary with ``raise ... from exc``. Two ``ValueError``
+subclasses are internal signals that never reach callers: ``OutputValidationError``
+(``toolwire.agent.output``; an invalid output is re-prompted, then :class:`NoObjectGenerated`) and
+``PartialJSONError`` (``toolwire._partial_json``).
 """
 
 from __future__ import annotations
@@ -39,6 +45,21 @@ class ToolwireError(Exception):
 
 class ConfigError(ToolwireError):
     """Bad configuration: unknown model string, missing extra, missing API key."""
+
+
+class MissingExtraError(ConfigError, ImportError):
+    """An optional dependency is not installed; the message says which extra to install.
+
+    Also an :class:`ImportError`, so ``except ImportError`` around an optional import still works.
+    """
+
+    def __init__(self, extra: str, feature: str, *, missing: str | None = None) -> None:
+        detail = f" (no module named {missing!r})" if missing else ""
+        super().__init__(
+            f'the {extra!r} extra is needed for {feature}: pip install "toolwire[{extra}]"{detail}'
+        )
+        self.extra = extra
+        """The name of the extra, e.g. ``"mcp"``."""
 
 
 class UnsupportedContentError(ToolwireError):
@@ -169,12 +190,3 @@ class SessionAccessError(StoreError):
 
     The message never names the owner, so it can be shown to the caller.
     """
-
-
-class RequestError(ToolwireError):
-    """A client request the server cannot accept (malformed body, over a limit, unknown session)."""
-
-    def __init__(self, message: str, *, status: int = 400, kind: str = "bad_request") -> None:
-        super().__init__(message)
-        self.status = status
-        self.kind = kind

@@ -3,6 +3,9 @@
 Every event carries the session envelope (``session_id``, ``parent_session_id``, ``user_session_id``,
 ``interaction_id``, per-session ``seq``). Consumers match tool events by ``(session_id, tool_call_id)``,
 never by arrival order: sub-agent events interleave with their parent's.
+
+Every event also has a ``type`` literal: its discriminator on the wire (``event_to_dict``) and the name
+``agent.on(...)`` subscribes by (:mod:`toolwire.observability` adds a few short aliases).
 """
 
 from __future__ import annotations
@@ -16,7 +19,12 @@ from pydantic import Field, TypeAdapter
 from toolwire.messages import Message, ProviderMetadata, Usage
 
 ToolCallStatus: TypeAlias = Literal["ok", "error", "interrupted", "blocked", "cancelled"]
+"""How a tool call ended: ``ok``; ``error`` (the tool raised, timed out or got bad arguments);
+``interrupted`` (the process stopped while it ran: found on restart); ``blocked`` (an interceptor refused
+it); ``cancelled`` (the run was closed while it ran). A stored call is ``pending`` until then
+(:data:`toolwire.store.records.ToolCallRowStatus`)."""
 InteractionStatus: TypeAlias = Literal["completed", "error", "cancelled", "max-steps"]
+"""How a run ended."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -24,101 +32,158 @@ class Envelope:
     """Session addressing shared by every event."""
 
     session_id: str
+    """The session the event belongs to (a sub-agent run has its own)."""
     parent_session_id: str | None = None
+    """For a sub-agent's session: the session whose tool call started it."""
     user_session_id: str = ""
+    """The top-level session the user talks to (the same for every sub-agent below it)."""
     interaction_id: str = ""
+    """The run (one user turn) in ``session_id`` that emitted the event."""
     seq: int = 0
+    """Position in the session's event stream: 1, 2, 3... in publication order, across runs."""
     timestamp: float = field(default_factory=time.time)
+    """When the event was created (seconds since the epoch)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InteractionStart(Envelope):
+    """A run started (alias ``run:start``)."""
+
     type: Literal["interaction-start"] = "interaction-start"
     prompt: str = ""
+    """The user's prompt for this run."""
     agent_name: str | None = None
+    """The agent's ``name``, if it has one."""
     parent_tool_call_id: str | None = None
     """For a sub-agent run: the parent session's tool call that started it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InteractionEnd(Envelope):
+    """The run ended, whatever the reason (alias ``run:end``); the session is free for the next run."""
+
     type: Literal["interaction-end"] = "interaction-end"
     status: InteractionStatus = "completed"
+    """How the run ended."""
     output: str = ""
+    """The final assistant text (a structured output comes in :class:`OutputAvailable`)."""
     usage: Usage = field(default_factory=Usage)
+    """Summed over every step of the run."""
     error: str | None = None
+    """``"ExceptionType: message"`` when the run failed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserTurnStart(Envelope):
+    """The user's message was stored."""
+
     type: Literal["user-turn-start"] = "user-turn-start"
     message: Message
+    """The stored user message."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepStart(Envelope):
+    """A model step (one model request) started (alias ``step:start``)."""
+
     type: Literal["step-start"] = "step-start"
     step: int
+    """The step number within the run, from 1."""
     provider: str | None = None
+    """The provider asked."""
     model: str | None = None
     """The requested model."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepFinish(Envelope):
+    """A model step and its tool calls are done and stored (alias ``step:end``)."""
+
     type: Literal["step-finish"] = "step-finish"
     step: int
+    """The step number within the run, from 1."""
     finish_reason: str
+    """Why the model stopped: ``stop``, ``tool-calls``, ``length``, ``content-filter``, ``other``..."""
     usage: Usage = field(default_factory=Usage)
+    """Tokens of this step's model request."""
     message_id: str | None = None
+    """The assistant message the step produced."""
     provider: str | None = None
+    """The provider that answered."""
     model: str | None = None
     """The model that answered, as the provider reported it."""
     response_id: str | None = None
+    """The provider's id of the response, when it gives one."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextStartEvent(Envelope):
+    """The model started a text part."""
+
     type: Literal["text-start"] = "text-start"
     id: str
+    """The part's id within its message; its deltas and end carry the same id."""
     message_id: str = ""
+    """The assistant message the part belongs to (the id it is stored under)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextDeltaEvent(Envelope):
+    """More text of an open part (alias ``text:delta``)."""
+
     type: Literal["text-delta"] = "text-delta"
     id: str
+    """The id of the part, as in its start event."""
     delta: str
+    """The new text, to append."""
     message_id: str = ""
+    """The assistant message the part belongs to."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextEndEvent(Envelope):
+    """The text part is complete."""
+
     type: Literal["text-end"] = "text-end"
     id: str
+    """The id of the part, as in its start event."""
     message_id: str = ""
+    """The assistant message the part belongs to."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReasoningStartEvent(Envelope):
+    """The model started a reasoning part."""
+
     type: Literal["reasoning-start"] = "reasoning-start"
     id: str
+    """The part's id within its message; its deltas and end carry the same id."""
     message_id: str = ""
+    """The assistant message the part belongs to (the id it is stored under)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReasoningDeltaEvent(Envelope):
+    """More reasoning of an open part."""
+
     type: Literal["reasoning-delta"] = "reasoning-delta"
     id: str
+    """The id of the part, as in its start event."""
     delta: str
+    """The new reasoning, to append."""
     message_id: str = ""
+    """The assistant message the part belongs to."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReasoningEndEvent(Envelope):
+    """The reasoning part is complete."""
+
     type: Literal["reasoning-end"] = "reasoning-end"
     id: str
+    """The id of the part, as in its start event."""
     message_id: str = ""
+    """The assistant message the part belongs to."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,42 +192,62 @@ class ToolInputStartEvent(Envelope):
 
     type: Literal["tool-input-start"] = "tool-input-start"
     tool_call_id: str
+    """The call's id; every event of the call carries it (match by ``(session_id, tool_call_id)``)."""
     tool_name: str
+    """The tool the model calls."""
     provider_executed: bool = False
+    """True for a tool the provider runs itself (e.g. web search); toolwire does not execute it."""
     title: str | None = None
+    """A human-readable title for the call, when the model gave one."""
     provider_metadata: ProviderMetadata = field(default_factory=dict)
+    """Provider data attached to the call (by provider key)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolInputDeltaEvent(Envelope):
+    """More of a call's argument JSON, as the model writes it."""
+
     type: Literal["tool-input-delta"] = "tool-input-delta"
     tool_call_id: str
+    """The call the arguments belong to."""
     delta: str
+    """The next fragment of the raw argument text."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolInputAvailableEvent(Envelope):
-    """The call is complete and its arguments parsed."""
+    """The model finished writing the call and its arguments are parsed (alias ``tool:input``)."""
 
     type: Literal["tool-input-available"] = "tool-input-available"
     tool_call_id: str
+    """The call's id."""
     tool_name: str
+    """The tool the model calls."""
     args: dict[str, Any] = field(default_factory=dict)
+    """The parsed arguments."""
     provider_metadata: ProviderMetadata = field(default_factory=dict)
+    """Provider data attached to the call (by provider key)."""
     provider_executed: bool = False
+    """True for a tool the provider runs itself; toolwire does not execute it."""
     title: str | None = None
+    """A human-readable title for the call, when the model gave one."""
     message_id: str = ""
+    """The assistant message the call belongs to."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallActive(Envelope):
-    """The executor started running the tool (the "executing" notification)."""
+    """The executor started running the tool: the "executing" notification (alias ``tool:start``)."""
 
     type: Literal["tool-call-active"] = "tool-call-active"
     tool_call_id: str
+    """The call being executed."""
     tool_name: str
+    """The tool being executed."""
     args: dict[str, Any] = field(default_factory=dict)
+    """The arguments as executed (an interceptor may have rewritten them)."""
     started_at: float = 0.0
+    """When execution began (seconds since the epoch)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -171,59 +256,90 @@ class ToolCallHeartbeat(Envelope):
 
     type: Literal["tool-call-heartbeat"] = "tool-call-heartbeat"
     tool_call_id: str
+    """The call still running."""
     tool_name: str
+    """The tool still running."""
     elapsed: float
+    """Seconds since the call started."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolProgress(Envelope):
+    """A running tool reported progress (``ctx.progress(...)``; alias ``tool:progress``)."""
+
     type: Literal["tool-progress"] = "tool-progress"
     tool_call_id: str
+    """The call reporting progress."""
     fraction: float | None = None
+    """Done so far, from 0 to 1, when the tool knows."""
     message: str = ""
+    """What the tool is doing now."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SystemMessageEvent(Envelope):
+    """A message for the user from a running tool (``ctx.system_message(...)``); never stored."""
+
     type: Literal["system-message"] = "system-message"
     level: Literal["info", "warning", "error"] = "info"
+    """How the client should show it."""
     text: str
+    """The message."""
     tool_call_id: str | None = None
+    """The call that emitted it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MediaEvent(Envelope):
+    """An image, audio or other file to show: from a running tool (``ctx.media(...)``) or the model."""
+
     type: Literal["media"] = "media"
     content_type: str
+    """The media type, e.g. ``image/png``."""
     url: str | None = None
+    """Where to fetch the file, when it is not inline."""
     data: str | None = None
     """Base64 bytes when no URL is given."""
     tool_call_id: str | None = None
+    """The call that emitted it (``None`` when the model produced the file)."""
     message_id: str = ""
     """Set when the model itself produced the file (it is stored on that assistant message)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CustomDataEvent(Envelope):
+    """Application-defined data from a running tool (``ctx.data(name, payload)``)."""
+
     type: Literal["custom-data"] = "custom-data"
     name: str
+    """The application's name for the kind of data."""
     data: Any = None
+    """The payload (JSON-compatible)."""
     tool_call_id: str | None = None
+    """The call that emitted it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallComplete(Envelope):
-    """The tool finished: result or error, with its duration."""
+    """The tool finished: result or error, with its duration (alias ``tool:end``)."""
 
     type: Literal["tool-call-complete"] = "tool-call-complete"
     tool_call_id: str
+    """The call that finished."""
     tool_name: str
+    """The tool that finished."""
     args: dict[str, Any] = field(default_factory=dict)
+    """The arguments as executed."""
     output: Any = None
+    """The result as the model sees it (possibly truncated), or the error text."""
     is_error: bool = False
+    """Whether ``output`` is an error the model is told about."""
     status: ToolCallStatus = "ok"
+    """How the call ended."""
     duration: float = 0.0
+    """Seconds the tool ran."""
     provider_executed: bool = False
+    """True for a tool the provider ran itself."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -232,6 +348,7 @@ class OutputPartial(Envelope):
 
     type: Literal["output-partial"] = "output-partial"
     partial: Any = None
+    """The output so far, as JSON-compatible data (objects may miss fields, strings may be cut)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -240,22 +357,33 @@ class OutputAvailable(Envelope):
 
     type: Literal["output-available"] = "output-available"
     output: Any = None
+    """The validated output, as JSON-compatible data (``RunResult.output`` holds the typed object)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MessagePersisted(Envelope):
+    """A message of the run was written to the store."""
+
     type: Literal["message-persisted"] = "message-persisted"
     message_id: str
+    """The stored message's id."""
     role: str
+    """Its role: ``assistant`` or ``tool``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ErrorEvent(Envelope):
+    """The run failed (alias ``error``); an :class:`InteractionEnd` with status ``error`` follows."""
+
     type: Literal["error"] = "error"
     error_type: str
+    """The exception's class name, e.g. ``ProviderHTTPError``."""
     message: str
+    """The exception's message."""
     retryable: bool = False
+    """Whether trying the same run again may succeed (e.g. a rate limit)."""
     step: int | None = None
+    """The step that failed, when known."""
 
 
 AgentEvent: TypeAlias = Annotated[

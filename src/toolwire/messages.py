@@ -1,8 +1,14 @@
 """Canonical messages and parts: the one history shape every provider is translated to and from.
 
-Parts are frozen, slotted, keyword-only dataclasses with a ``type`` literal. ``provider_metadata`` is
-keyed by provider (``{"google": {"thoughtSignature": ...}}``); an adapter reads and writes only its own
-key, which is how metadata of one provider never reaches another.
+Parts are frozen, slotted dataclasses with a ``type`` literal. The one field that says what a part is
+may be given positionally: ``TextPart("hi")``, ``ReasoningPart("...")``, ``ToolCallPart("lookup",
+tool_call_id=..., args=...)``, ``ToolResultPart("lookup", tool_call_id=..., output=...)``,
+``FilePart("image/png", url=...)``; every other field is keyword-only. Fields keep their declared order
+(``type`` first, then ``tool_call_id``, marked keyword-only one by one) because that order is the key
+order of stored and serialized parts.
+
+``provider_metadata`` is keyed by provider (``{"google": {"thoughtSignature": ...}}``); an adapter reads
+and writes only its own key, which is how metadata of one provider never reaches another.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import json
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, TypeAdapter
@@ -26,22 +32,24 @@ def new_id(prefix: str = "") -> str:
     return f"{prefix}{uuid.uuid4().hex}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class TextPart:
     """Plain text from the user or the model."""
 
-    type: Literal["text"] = "text"
+    type: Literal["text"] = field(default="text", kw_only=True)
     text: str
+    _: KW_ONLY
     provider_metadata: ProviderMetadata = field(default_factory=dict)
     """E.g. a Gemini ``thoughtSignature`` on a trailing text part, an OpenAI Responses message id."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class ReasoningPart:
     """Model reasoning ("thinking"). Either readable text with an optional signature, or opaque redacted data."""
 
-    type: Literal["reasoning"] = "reasoning"
+    type: Literal["reasoning"] = field(default="reasoning", kw_only=True)
     text: str = ""
+    _: KW_ONLY
     signature: str | None = None
     """Provider signature that must be sent back with the text (Anthropic, Bedrock)."""
     redacted_data: str | None = None
@@ -49,13 +57,14 @@ class ReasoningPart:
     provider_metadata: ProviderMetadata = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class ToolCallPart:
     """A tool call made by the model (or executed by the provider itself when ``provider_executed``)."""
 
-    type: Literal["tool-call"] = "tool-call"
-    tool_call_id: str
+    type: Literal["tool-call"] = field(default="tool-call", kw_only=True)
+    tool_call_id: str = field(kw_only=True)
     tool_name: str
+    _: KW_ONLY
     args: dict[str, Any] = field(default_factory=dict)
     args_json: str = ""
     """The raw argument text as the provider sent it; derived from ``args`` when empty."""
@@ -77,13 +86,14 @@ class ToolCallPart:
         return json.dumps(self.args, separators=(",", ":"))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class ToolResultPart:
     """The result of a tool call, matched to it by ``tool_call_id``."""
 
-    type: Literal["tool-result"] = "tool-result"
-    tool_call_id: str
+    type: Literal["tool-result"] = field(default="tool-result", kw_only=True)
+    tool_call_id: str = field(kw_only=True)
     tool_name: str
+    _: KW_ONLY
     output: JsonValue = None
     is_error: bool = False
     provider_metadata: ProviderMetadata = field(default_factory=dict)
@@ -97,12 +107,13 @@ class ToolResultPart:
         return json.dumps(self.output, ensure_ascii=False, default=str)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class FilePart:
     """A file or image, inline (base64 ``data``) or by ``url``."""
 
-    type: Literal["file"] = "file"
+    type: Literal["file"] = field(default="file", kw_only=True)
     media_type: str
+    _: KW_ONLY
     data: str | None = None
     """Base64-encoded bytes."""
     url: str | None = None

@@ -1,39 +1,84 @@
 """A typed event bus on the Agent, fed by the same events as the stream (there is no second path).
 
-``agent.on("tool:start", fn)`` subscribes ``fn`` to :class:`~toolwire.events.ToolCallActive` events;
-``"tool:end"`` to :class:`~toolwire.events.ToolCallComplete` (name, args, output or error, duration, session
-ids); ``"run:start"`` / ``"run:end"``, ``"step:start"`` / ``"step:end"``, ``"error"``; any event ``type``
-string (``"text-delta"``); or ``"*"`` for everything. Callbacks may be sync or async; an async one is
-awaited before the event reaches the stream's consumer. A callback that raises is logged and skipped: an
-observer never breaks a run. With no subscriber the stream is not wrapped at all.
+``agent.on(name, fn)`` subscribes ``fn`` by an event's ``type`` (``"tool-call-active"``), by one of the
+short aliases below, or by ``"*"`` for every event. The aliases are derived from the event classes, so
+they cannot drift from the event vocabulary:
+
+==================  ====================================================  ===========================
+alias               event class (:mod:`toolwire.events`)                  its ``type``
+==================  ====================================================  ===========================
+``run:start``       :class:`~toolwire.events.InteractionStart`            ``interaction-start``
+``run:end``         :class:`~toolwire.events.InteractionEnd`              ``interaction-end``
+``step:start``      :class:`~toolwire.events.StepStart`                   ``step-start``
+``step:end``        :class:`~toolwire.events.StepFinish`                  ``step-finish``
+``tool:input``      :class:`~toolwire.events.ToolInputAvailableEvent`     ``tool-input-available``
+``tool:start``      :class:`~toolwire.events.ToolCallActive`              ``tool-call-active``
+``tool:end``        :class:`~toolwire.events.ToolCallComplete`            ``tool-call-complete``
+``tool:progress``   :class:`~toolwire.events.ToolProgress`                ``tool-progress``
+``text:delta``      :class:`~toolwire.events.TextDeltaEvent`              ``text-delta``
+``error``           :class:`~toolwire.events.ErrorEvent`                  ``error``
+==================  ====================================================  ===========================
+
+An unknown name is a :class:`~toolwire.errors.ConfigError` (a typo would otherwise never fire). Callbacks
+may be sync or async; an async one is awaited before the event reaches the stream's consumer. A callback
+that raises is logged and skipped: an observer never breaks a run. With no subscriber the stream is not
+wrapped at all.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any, get_args
 
-from toolwire.events import AgentEvent
-from toolwire.models.base import closing
+from toolwire.errors import ConfigError
+from toolwire.events import (
+    AgentEvent,
+    Envelope,
+    ErrorEvent,
+    InteractionEnd,
+    InteractionStart,
+    StepFinish,
+    StepStart,
+    TextDeltaEvent,
+    ToolCallActive,
+    ToolCallComplete,
+    ToolInputAvailableEvent,
+    ToolProgress,
+)
+from toolwire.models._builder import closing
 
 logger = logging.getLogger("toolwire.observability")
 
 EventCallback = Callable[[AgentEvent], Awaitable[None] | None]
 
+
+def _type_of(event_class: type[Envelope]) -> str:
+    """The ``type`` literal of an event class (the default of its ``type`` field)."""
+    return str(event_class.__dataclass_fields__["type"].default)
+
+
+# AgentEvent is Annotated[Union[...], Field(...)]: the union is its first argument.
+EVENT_TYPES: frozenset[str] = frozenset(_type_of(cls) for cls in get_args(get_args(AgentEvent)[0]))
+"""Every event ``type`` of :data:`~toolwire.events.AgentEvent`."""
+
 ALIASES: dict[str, str] = {
-    "run:start": "interaction-start",
-    "run:end": "interaction-end",
-    "step:start": "step-start",
-    "step:end": "step-finish",
-    "tool:input": "tool-input-available",
-    "tool:start": "tool-call-active",
-    "tool:end": "tool-call-complete",
-    "tool:progress": "tool-progress",
-    "text:delta": "text-delta",
-    "error": "error",
+    alias: _type_of(event_class)
+    for alias, event_class in {
+        "run:start": InteractionStart,
+        "run:end": InteractionEnd,
+        "step:start": StepStart,
+        "step:end": StepFinish,
+        "tool:input": ToolInputAvailableEvent,
+        "tool:start": ToolCallActive,
+        "tool:end": ToolCallComplete,
+        "tool:progress": ToolProgress,
+        "text:delta": TextDeltaEvent,
+        "error": ErrorEvent,
+    }.items()
 }
+"""Short names for the events most subscribers want (the table above), mapped to the event ``type``."""
 
 
 class EventBus:
@@ -51,6 +96,9 @@ class EventBus:
             self._all.append(callback)
             return lambda: self._all.remove(callback)
         kind = ALIASES.get(name, name)
+        if kind not in EVENT_TYPES:
+            known = ", ".join(sorted({*ALIASES, *EVENT_TYPES}))
+            raise ConfigError(f"no event is called {name!r}; use '*', an alias or an event type: {known}")
         self._by_type.setdefault(kind, []).append(callback)
 
         def off() -> None:
@@ -70,13 +118,13 @@ class EventBus:
             except Exception:
                 logger.exception("event subscriber %r failed on %s", callback, event.type)
 
-    def wrap(self, events: AsyncIterator[AgentEvent]) -> AsyncIterator[AgentEvent]:
+    def wrap(self, events: AsyncGenerator[AgentEvent, None]) -> AsyncGenerator[AgentEvent, None]:
         """The stream itself when nobody listens; otherwise the same stream, dispatched as it flows."""
         if not self.has_subscribers:
             return events
         return self._published(events)
 
-    async def _published(self, events: AsyncIterator[AgentEvent]) -> AsyncIterator[AgentEvent]:
+    async def _published(self, events: AsyncGenerator[AgentEvent, None]) -> AsyncGenerator[AgentEvent, None]:
         async with closing(events) as stream:
             async for event in stream:
                 await self.dispatch(event)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolwire.errors import MissingExtraError
 from toolwire.events import (
     AgentEvent,
     InteractionEnd,
@@ -32,7 +33,7 @@ try:
     from opentelemetry import trace
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("OpenTelemetry support needs the 'otel' extra: pip install 'toolwire[otel]'") from exc
+    raise MissingExtraError("otel", "OpenTelemetry support", missing=exc.name) from exc
 
 
 def _ns(seconds: float) -> int:

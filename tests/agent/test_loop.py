@@ -439,7 +439,7 @@ async def test_a_sequential_tool_makes_the_step_run_calls_one_after_another() ->
 async def test_override_returns_a_configured_copy_and_leaves_the_agent_alone() -> None:
     """What the CLI does with a user's agent and ``--model``/``--store``: the caller's object is untouched."""
     from toolwire.agent.drivers import NativeToolDriver
-    from toolwire.agent.react import ReActDriver
+    from toolwire.agent.drivers.react import ReActDriver
     from toolwire.store.memory import MemoryStore
 
     class TextOnlyModel(ScriptedModel):

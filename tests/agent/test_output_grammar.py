@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from toolwire import Agent, TextPart
-from toolwire.agent.react import ReActDriver
+from toolwire.agent.drivers.react import ReActDriver
 from toolwire.demo.support_desk import get_transaction_status
 from toolwire.models.base import Model
 from toolwire.models.scripted import ScriptedModel

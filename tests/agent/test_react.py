@@ -17,7 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolwire.agent.agent import Agent
-from toolwire.agent.react import ReActDriver, _AnswerStreamer, decision_schema, extract_json
+from toolwire.agent.drivers._react_parse import AnswerStreamer as _AnswerStreamer
+from toolwire.agent.drivers._react_parse import decision_schema, extract_json
+from toolwire.agent.drivers.react import ReActDriver
 from toolwire.errors import ConfigError, DecisionExtractionFailed, DecisionValidationFailed
 from toolwire.messages import (
     FilePart,
@@ -110,8 +112,8 @@ async def test_tool_decision_becomes_tool_input_parts() -> None:
     start, delta, end, finish = parts[1:]
     assert isinstance(start, ToolInputStart) and isinstance(delta, ToolInputDelta)
     assert isinstance(end, ToolInputEnd) and isinstance(finish, Finish)
-    assert start.id.startswith("call_") and len(start.id) == len("call_") + 24
-    assert start.id == delta.id == end.id
+    assert start.tool_call_id.startswith("call_") and len(start.tool_call_id) == len("call_") + 24
+    assert start.tool_call_id == delta.tool_call_id == end.tool_call_id
     assert start.tool_name == end.tool_name == "get_transaction_status"
     assert end.args == {"transaction_id": "TXN_1"}
     assert json.loads(delta.delta) == {"transaction_id": "TXN_1"} and end.args_json == delta.delta
@@ -124,7 +126,7 @@ async def test_each_call_gets_a_fresh_id() -> None:
     model = ScriptedModel(text_turns(decision, decision))
     first = await run_step(model)
     second = await run_step(model)
-    assert first[1].id != second[1].id  # type: ignore[union-attr]
+    assert first[1].tool_call_id != second[1].tool_call_id  # type: ignore[union-attr]
 
 
 async def test_final_answer_is_streamed_while_generated() -> None:

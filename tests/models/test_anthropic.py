@@ -22,10 +22,10 @@ import pytest
 from tests.cassettes import Interaction, load
 from toolwire.errors import ConfigError, ProviderHTTPError, ProviderProtocolError
 from toolwire.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from toolwire.models._builder import MessageBuilder, collect
 from toolwire.models.anthropic import AnthropicModel
 from toolwire.models.base import (
     Finish,
-    MessageBuilder,
     ModelRequest,
     ModelSettings,
     ModelStreamPart,
@@ -35,7 +35,6 @@ from toolwire.models.base import (
     StreamStart,
     ToolDefinition,
     ToolInputDelta,
-    collect,
 )
 
 FIXTURES: list[str] = [
@@ -308,7 +307,9 @@ async def test_replay_every_turn(path: str) -> None:
         assert finish.usage.requests == 1
         for index, block in enumerate(expected["content"]):
             if "id" in block:  # argument fragments are passed on as received (the empty ones carry nothing)
-                deltas = [p.delta for p in parts if isinstance(p, ToolInputDelta) and p.id == block["id"]]
+                deltas = [
+                    p.delta for p in parts if isinstance(p, ToolInputDelta) and p.tool_call_id == block["id"]
+                ]
                 if fragments:
                     assert deltas == [f for f in fragments.get(index, []) if f]
                 else:

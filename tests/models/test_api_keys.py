@@ -19,9 +19,13 @@ from botocore.credentials import Credentials
 import toolwire
 from toolwire.errors import ConfigError, ProviderHTTPError
 from toolwire.messages import Message
-from toolwire.models import infer_model, openai_chat
+from toolwire.models import (
+    _http,  # make_client: every HTTP adapter's client factory
+    infer_model,
+)
+from toolwire.models._builder import collect
 from toolwire.models.anthropic import AnthropicModel
-from toolwire.models.base import Model, ModelRequest, collect
+from toolwire.models.base import Model, ModelRequest
 from toolwire.models.bedrock import BedrockModel
 from toolwire.models.gemini import GeminiModel
 from toolwire.models.openai_chat import OpenAIChatModel
@@ -95,7 +99,7 @@ async def first_request(build: Callable[[httpx.AsyncClient], Model]) -> httpx.Re
 def inject_client(monkeypatch: pytest.MonkeyPatch) -> list[httpx.Request]:
     """Make the models ``infer_model`` builds use a capturing client (it takes no client argument)."""
     client, sent = mock_client()
-    monkeypatch.setattr(openai_chat, "make_client", lambda http_client: (http_client or client, False))
+    monkeypatch.setattr(_http, "make_client", lambda http_client: (http_client or client, False))
     return sent
 
 

@@ -25,9 +25,9 @@ from botocore.eventstream import EventStreamBuffer
 from tests.cassettes import Interaction, load
 from toolwire.errors import ConfigError, ProviderHTTPError, ProviderProtocolError
 from toolwire.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from toolwire.models._builder import MessageBuilder, collect
 from toolwire.models.base import (
     Finish,
-    MessageBuilder,
     ModelRequest,
     ModelSettings,
     ModelStreamPart,
@@ -36,7 +36,6 @@ from toolwire.models.base import (
     StreamStart,
     ToolDefinition,
     ToolInputDelta,
-    collect,
 )
 from toolwire.models.bedrock import BedrockModel
 
@@ -253,7 +252,9 @@ async def test_replay_every_turn(path: str) -> None:
         for index, block in enumerate(content):
             if "toolUse" in block:  # fragments passed on as received (empty ones carry nothing)
                 tool_id = block["toolUse"]["toolUseId"]
-                deltas = [p.delta for p in parts if isinstance(p, ToolInputDelta) and p.id == tool_id]
+                deltas = [
+                    p.delta for p in parts if isinstance(p, ToolInputDelta) and p.tool_call_id == tool_id
+                ]
                 if fragments:
                     assert deltas == [f for f in fragments[index] if f]
                 else:

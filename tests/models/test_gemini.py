@@ -31,10 +31,9 @@ from hypothesis import strategies as st
 from tests.cassettes import Cassette, Interaction, load
 from toolwire.errors import ConfigError, ProviderHTTPError, ProviderProtocolError
 from toolwire.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, Usage
-from toolwire.models._gemini_args import JsonArrayReader, StreamedArgs, parse_json_path
+from toolwire.models._builder import MessageBuilder, collect
 from toolwire.models.base import (
     Finish,
-    MessageBuilder,
     ModelRequest,
     ModelSettings,
     ModelStreamPart,
@@ -45,9 +44,9 @@ from toolwire.models.base import (
     ToolInputDelta,
     ToolInputEnd,
     ToolInputStart,
-    collect,
 )
 from toolwire.models.gemini import GeminiModel
+from toolwire.models.gemini._args import JsonArrayReader, StreamedArgs, parse_json_path
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "gemini"
 PLACEHOLDER = base64.b64encode(b"context_engineering_is_the_way_to_go").decode()
@@ -188,9 +187,11 @@ def _check_response(
             assert call.tool_call_id == rec["id"]  # the server's id is kept
         else:
             assert call.tool_call_id.startswith(f"call_{recorded.response_id}_")  # stable, derived
-        starts = [p for p in parts if isinstance(p, ToolInputStart) and p.id == call.tool_call_id]
-        deltas = [p.delta for p in parts if isinstance(p, ToolInputDelta) and p.id == call.tool_call_id]
-        ends = [p for p in parts if isinstance(p, ToolInputEnd) and p.id == call.tool_call_id]
+        starts = [p for p in parts if isinstance(p, ToolInputStart) and p.tool_call_id == call.tool_call_id]
+        deltas = [
+            p.delta for p in parts if isinstance(p, ToolInputDelta) and p.tool_call_id == call.tool_call_id
+        ]
+        ends = [p for p in parts if isinstance(p, ToolInputEnd) and p.tool_call_id == call.tool_call_id]
         assert len(starts) == len(ends) == 1 and ends[0].args_error is None
         assert starts[0].provider_metadata == ends[0].provider_metadata == call.provider_metadata
         assert "".join(deltas) == call.args_json  # the deltas concatenate to the final JSON text

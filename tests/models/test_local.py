@@ -16,6 +16,7 @@ import pytest
 
 from toolwire.errors import ConfigError, ProviderError
 from toolwire.messages import FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from toolwire.models._builder import collect
 from toolwire.models.base import (
     Finish,
     ModelRequest,
@@ -24,7 +25,6 @@ from toolwire.models.base import (
     StreamStart,
     TextDelta,
     ToolDefinition,
-    collect,
 )
 from toolwire.models.local import LocalModel, default_model_path
 

@@ -22,9 +22,9 @@ import pytest
 from tests.cassettes import Cassette, Interaction, load
 from toolwire.errors import ConfigError, ProviderHTTPError, UnsupportedContentError
 from toolwire.messages import FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from toolwire.models._builder import MessageBuilder, collect
 from toolwire.models.base import (
     Finish,
-    MessageBuilder,
     ModelRequest,
     ModelSettings,
     ModelStreamPart,
@@ -34,7 +34,6 @@ from toolwire.models.base import (
     ToolDefinition,
     ToolInputDelta,
     ToolInputEnd,
-    collect,
 )
 from toolwire.models.openai_chat import OpenAIChatModel
 
@@ -300,7 +299,9 @@ def check_parts(parts: list[ModelStreamPart], recorded: Recorded) -> None:
     assert [c.args for c in calls] == [json.loads(r.arguments or "{}") for r in recorded.calls]
     for call, theirs in zip(calls, recorded.calls, strict=True):
         assert call.tool_call_id == (theirs.id or call.tool_call_id) and call.tool_call_id
-        deltas = [p.delta for p in parts if isinstance(p, ToolInputDelta) and p.id == call.tool_call_id]
+        deltas = [
+            p.delta for p in parts if isinstance(p, ToolInputDelta) and p.tool_call_id == call.tool_call_id
+        ]
         assert deltas == theirs.fragments  # every fragment exactly as received
     if recorded.extra_content is not None:
         carrier = calls[0] if calls else message.parts[-1]
@@ -461,10 +462,10 @@ async def test_empty_and_invalid_arguments() -> None:
         ModelRequest(messages=[Message.user("x")]),
     )
     ends = [p for p in parts if isinstance(p, ToolInputEnd)]
-    assert [(e.id, e.args, e.args_json, e.args_error is None) for e in ends[:1]] == [
+    assert [(e.tool_call_id, e.args, e.args_json, e.args_error is None) for e in ends[:1]] == [
         ("call_ZR5UUuTt3pf61kjwAJIYdVMj", {}, "{}", True)
     ]
-    assert ends[1].id == "call_bad" and ends[1].args == {} and ends[1].args_error
+    assert ends[1].tool_call_id == "call_bad" and ends[1].args == {} and ends[1].args_error
 
 
 async def test_in_stream_error_chunk() -> None:

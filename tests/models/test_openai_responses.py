@@ -23,9 +23,9 @@ from tests.cassettes import FIXTURES as FIXTURE_DIR
 from tests.cassettes import Cassette, Interaction, load
 from toolwire.errors import ProviderHTTPError
 from toolwire.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from toolwire.models._builder import MessageBuilder
 from toolwire.models.base import (
     Finish,
-    MessageBuilder,
     ModelRequest,
     ModelSettings,
     ModelStreamPart,
@@ -204,7 +204,9 @@ def check_parts(parts: list[ModelStreamPart], recorded: Recorded) -> Message:
     assert actual_parts(message) == expected_parts(recorded)
     for call in message.tool_calls:
         item_id = call.provider_metadata["openai"]["item_id"]
-        deltas = [p.delta for p in parts if isinstance(p, ToolInputDelta) and p.id == call.tool_call_id]
+        deltas = [
+            p.delta for p in parts if isinstance(p, ToolInputDelta) and p.tool_call_id == call.tool_call_id
+        ]
         # Streamed fragments exactly as received; a whole item gives its arguments as one fragment.
         assert deltas == recorded.fragments.get(item_id, [call.args_json])
     for item in recorded.items:  # the .added encrypted_content is never the one kept

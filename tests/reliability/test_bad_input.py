@@ -19,6 +19,7 @@ from toolwire import Agent, ToolwireError
 from toolwire.errors import ProviderHTTPError
 from toolwire.events import event_from_dict
 from toolwire.messages import Usage
+from toolwire.models._builder import ToolArgsAccumulator
 from toolwire.models.base import (
     Finish,
     Model,
@@ -28,7 +29,6 @@ from toolwire.models.base import (
     TextDelta,
     TextEnd,
     TextStart,
-    ToolArgsAccumulator,
     ToolInputDelta,
     ToolInputStart,
 )
@@ -89,10 +89,10 @@ class ArbitraryModel(Model):
             yield TextEnd(id="t")
         for i, (name, raw) in enumerate(self.calls):
             acc = ToolArgsAccumulator()
-            yield ToolInputStart(id=f"call_{i}", tool_name=name)
+            yield ToolInputStart(tool_call_id=f"call_{i}", tool_name=name)
             for start in range(0, len(raw), self.fragment):
                 acc.add(raw[start : start + self.fragment])
-                yield ToolInputDelta(id=f"call_{i}", delta=raw[start : start + self.fragment])
+                yield ToolInputDelta(tool_call_id=f"call_{i}", delta=raw[start : start + self.fragment])
             yield acc.end(id=f"call_{i}", tool_name=name)
         yield Finish(reason="tool-calls" if self.calls else "stop", usage=Usage(requests=1))
 

@@ -10,10 +10,11 @@ import pytest
 import websockets
 
 from toolwire import Agent, TextPart, ToolCallPart
-from toolwire.errors import ConfigError, RequestError
+from toolwire.errors import ConfigError
 from toolwire.models.scripted import ScriptedModel
 from toolwire.server import create_app
 from toolwire.server.auth import Auth
+from toolwire.server.errors import RequestError
 from toolwire.store import MemoryStore
 
 from .conftest import live_server

@@ -16,13 +16,15 @@ import httpx
 import pytest
 
 from toolwire import Agent, TextPart
-from toolwire.errors import ProviderHTTPError, RequestError
+from toolwire.errors import ProviderHTTPError
 from toolwire.messages import Message, ReasoningPart, ToolCallPart
+from toolwire.models._builder import collect
 from toolwire.models._metadata import MAX_VALUE_BYTES, client_metadata_filter, round_trip_metadata
-from toolwire.models.base import ModelRequest, collect
+from toolwire.models.base import ModelRequest
 from toolwire.models.openai_chat import OpenAIChatModel
 from toolwire.models.scripted import ScriptedModel
 from toolwire.server import create_app
+from toolwire.server.errors import RequestError
 from toolwire.server.ui_messages import ui_messages_to_history
 from toolwire.store import MemoryStore
 

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from toolwire.agent.agent import Agent
-    from toolwire.agent.drivers import Driver, NativeToolDriver, ScriptedDriver
+    from toolwire.agent.drivers import Driver, NativeToolDriver
+    from toolwire.agent.drivers.react import ReActDriver
     from toolwire.agent.loop import AgentRun, RunResult, ToolExecution
 
 _EXPORTS = {
@@ -18,8 +19,8 @@ _EXPORTS = {
     "AgentRun": "toolwire.agent.loop",
     "Driver": "toolwire.agent.drivers",
     "NativeToolDriver": "toolwire.agent.drivers",
+    "ReActDriver": "toolwire.agent.drivers.react",
     "RunResult": "toolwire.agent.loop",
-    "ScriptedDriver": "toolwire.agent.drivers",
     "ToolExecution": "toolwire.agent.loop",
 }
 
@@ -31,4 +32,4 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-__all__ = ["Agent", "AgentRun", "Driver", "NativeToolDriver", "RunResult", "ScriptedDriver", "ToolExecution"]
+__all__ = ["Agent", "AgentRun", "Driver", "NativeToolDriver", "ReActDriver", "RunResult", "ToolExecution"]

@@ -1,7 +1,7 @@
 """One model call of a run: the driver's stream of parts becomes the run's events.
 
 Every part is cleaned once, here (lone surrogates -> U+FFFD, every delta kind alike), then added to the
-step's :class:`~toolwire.models.base.MessageBuilder` and translated into an event: what clients see
+step's :class:`~toolwire.models._builder.MessageBuilder` and translated into an event: what clients see
 live and what the store keeps are the same text. A failed request is retried with backoff only while
 nothing of it was emitted; after partial output the step is aborted (nothing of it is stored).
 """
@@ -34,10 +34,10 @@ from toolwire.events import (
     ToolInputDeltaEvent,
     ToolInputStartEvent,
 )
+from toolwire.models._builder import MessageBuilder, closing
 from toolwire.models.base import (
     File,
     Finish,
-    MessageBuilder,
     ModelRequest,
     ModelStreamPart,
     ReasoningDelta,
@@ -53,7 +53,6 @@ from toolwire.models.base import (
     ToolInputEnd,
     ToolInputStart,
     ToolResult,
-    closing,
 )
 
 logger = logging.getLogger("toolwire.agent")
@@ -135,18 +134,18 @@ class ModelStep:
             case ToolInputStart():
                 return ev(
                     ToolInputStartEvent,
-                    tool_call_id=part.id,
+                    tool_call_id=part.tool_call_id,
                     tool_name=part.tool_name,
                     provider_executed=part.provider_executed,
                     title=part.title,
                     provider_metadata=part.provider_metadata,
                 )
             case ToolInputDelta():
-                return ev(ToolInputDeltaEvent, tool_call_id=part.id, delta=part.delta)
+                return ev(ToolInputDeltaEvent, tool_call_id=part.tool_call_id, delta=part.delta)
             case ToolInputEnd():
                 return ev(
                     ToolInputAvailableEvent,
-                    tool_call_id=part.id,
+                    tool_call_id=part.tool_call_id,
                     tool_name=part.tool_name,
                     args=part.args,
                     provider_metadata=part.provider_metadata,

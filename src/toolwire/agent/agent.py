@@ -1,17 +1,22 @@
-"""``Agent``: a model, its tools, a store and a driver, run through the one loop."""
+"""``Agent``: a model, its tools, a store and a driver, run through the one loop.
+
+``Agent[DepsT, OutputT]`` is inferred from the constructor: ``Agent(model)`` is an ``Agent[Any, str]``,
+``Agent(model, output_type=Weather)`` an ``Agent[Any, Weather]`` whose ``run(...).output`` is a
+``Weather``, and ``deps_type=Db`` makes the ``deps`` of a run a ``Db``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import copy
 import secrets
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from contextlib import aclosing
-from typing import Any, Generic, TypeVar
+from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
+from typing import Any, Generic, TypedDict, Unpack, overload
 
 from toolwire.agent.config import RunConfig
 from toolwire.agent.drivers import Driver, NativeToolDriver
-from toolwire.agent.loop import AgentRun, RunResult
+from toolwire.agent.drivers.react import ReActDriver
+from toolwire.agent.loop import AgentRun, OutputT, RunResult
 from toolwire.agent.output import OutputMode, OutputSpec, build_output_spec
 from toolwire.errors import ConfigError
 from toolwire.events import AgentEvent
@@ -20,25 +25,85 @@ from toolwire.models.base import Model, ModelSettings, ToolChoice
 from toolwire.observability import EventBus, EventCallback
 from toolwire.store.base import Store
 from toolwire.store.memory import MemoryStore
-from toolwire.tools.context import RunContext
+from toolwire.tools.context import DepsT, RunContext
 from toolwire.tools.executor import DEFAULT_MAX_OUTPUT_CHARS, ToolInterceptor
 from toolwire.tools.function import Tool, function_tool
 from toolwire.tools.registry import ToolRegistry, ToolSource
 
-DepsT = TypeVar("DepsT")
+ToolLike = Tool | Callable[..., Any] | ToolSource
+"""What ``tools=`` takes: a :class:`Tool`, a plain function (made into one), or a source such as an MCP server."""
 
 
-class Agent(Generic[DepsT]):
+class _AgentOptions(TypedDict, total=False):
+    """The keyword options of :class:`Agent` that do not decide its type parameters (for the overloads)."""
+
+    store: Store | str | None
+    max_steps: int
+    tool_choice: ToolChoice
+    driver: Driver | None
+    instructions: str | None
+    name: str | None
+    interceptors: Sequence[ToolInterceptor]
+    raise_on_failure: bool
+    stop_on_block: bool
+    tool_timeout: float | None
+    heartbeat_interval: float | None
+    retries: int
+    retry_delay: float
+    max_tool_output_chars: int
+    model_settings: ModelSettings | None
+    user_id: str | None
+    output_mode: OutputMode
+    output_retries: int
+
+
+class Agent(Generic[DepsT, OutputT]):
     """An agent: ``await agent.run(prompt)``, ``agent.run_sync(prompt)`` or ``async for event in agent.stream(prompt)``.
 
-    ``run()`` consumes exactly the event stream ``stream()`` yields: there is one loop.
+    ``run()`` consumes exactly the event stream ``stream()`` yields: there is one loop. ``output_type``
+    (a pydantic model, dataclass, TypedDict or other type, a list of alternatives, or a JSON schema dict)
+    makes the run end in a validated object of that type; without it the output is the final text.
     """
+
+    @overload
+    def __init__(
+        self: Agent[DepsT, str],
+        model: Model | str,
+        tools: Iterable[ToolLike] = (),
+        *,
+        deps_type: type[DepsT] | None = None,
+        output_type: None = None,
+        **options: Unpack[_AgentOptions],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[DepsT, OutputT],
+        model: Model | str,
+        tools: Iterable[ToolLike] = (),
+        *,
+        deps_type: type[DepsT] | None = None,
+        output_type: type[OutputT],
+        **options: Unpack[_AgentOptions],
+    ) -> None: ...
+
+    @overload
+    def __init__(  # a JSON schema dict, a list of alternatives, a union: the output is not typed
+        self: Agent[DepsT, Any],
+        model: Model | str,
+        tools: Iterable[ToolLike] = (),
+        *,
+        deps_type: type[DepsT] | None = None,
+        output_type: object,
+        **options: Unpack[_AgentOptions],
+    ) -> None: ...
 
     def __init__(
         self,
         model: Model | str,
-        tools: Iterable[Tool | Callable[..., Any] | ToolSource] = (),
+        tools: Iterable[ToolLike] = (),
         *,
+        deps_type: type[DepsT] | None = None,
         store: Store | str | None = None,
         max_steps: int = 10,
         tool_choice: ToolChoice = "auto",
@@ -60,6 +125,8 @@ class Agent(Generic[DepsT]):
         output_retries: int = 2,
     ) -> None:
         self.model = infer_model(model)
+        self.deps_type = deps_type
+        """The type of ``deps`` runs take (for type checkers; not checked at run time)."""
         self.registry = ToolRegistry(tools)
         if max_steps < 1:
             raise ConfigError("max_steps must be at least 1")
@@ -121,7 +188,7 @@ class Agent(Generic[DepsT]):
                     self._store = MemoryStore()
         return self._store
 
-    def publish(self, events: AsyncIterator[AgentEvent]) -> AsyncIterator[AgentEvent]:
+    def publish(self, events: AsyncGenerator[AgentEvent, None]) -> AsyncGenerator[AgentEvent, None]:
         """The run's event stream as clients see it: passed through the event bus when anyone listens."""
         return self.events.wrap(events)
 
@@ -132,7 +199,9 @@ class Agent(Generic[DepsT]):
         """
         return self.events.on(name, callback)
 
-    def override(self, *, model: Model | str | None = None, store: Store | str | None = None) -> Agent[DepsT]:
+    def override(
+        self, *, model: Model | str | None = None, store: Store | str | None = None
+    ) -> Agent[DepsT, OutputT]:
         """A copy of this agent with another model and/or store; this agent is left as it was.
 
         With a new model, a driver chosen by default is chosen again for it (native tool calls or ReAct)
@@ -196,8 +265,14 @@ class Agent(Generic[DepsT]):
         enabled_tools: Sequence[str] | None = None,
         exclude_tools: Sequence[str] = (),
         user_id: str | None = None,
-    ) -> AgentRun:
-        """Start a run and iterate its events. ``parent`` makes it a sub-agent run of that tool call."""
+    ) -> AgentRun[OutputT]:
+        """Start a run: ``async for event in agent.stream(...)``. ``parent`` makes it a sub-agent run of
+        that tool call.
+
+        To stop a run early, use it as a context manager: ``async with agent.stream(...) as run:``, then
+        ``async for event in run:``; leaving the block closes the run (running tools are cancelled and
+        recorded as cancelled). ``run.result`` is set once the run ended.
+        """
         return AgentRun(
             self._run_config(),
             prompt,
@@ -219,9 +294,9 @@ class Agent(Generic[DepsT]):
         enabled_tools: Sequence[str] | None = None,
         exclude_tools: Sequence[str] = (),
         user_id: str | None = None,
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         """Run to completion and return the result (consumes :meth:`stream`)."""
-        run = self.stream(
+        async with self.stream(
             prompt,
             session_id=session_id,
             deps=deps,
@@ -229,18 +304,17 @@ class Agent(Generic[DepsT]):
             enabled_tools=enabled_tools,
             exclude_tools=exclude_tools,
             user_id=user_id,
-        )
-        async with aclosing(run.__aiter__()) as events:  # type: ignore[type-var]
-            async for _ in events:
+        ) as run:
+            async for _ in run:
                 pass
         assert run.result is not None
         return run.result
 
-    def run_sync(self, prompt: str, **kwargs: Any) -> RunResult:
+    def run_sync(self, prompt: str, **kwargs: Any) -> RunResult[OutputT]:
         """Blocking convenience wrapper around :meth:`run` (not for use inside a running event loop)."""
         return asyncio.run(self._run_and_close(prompt, **kwargs))
 
-    async def _run_and_close(self, prompt: str, **kwargs: Any) -> RunResult:
+    async def _run_and_close(self, prompt: str, **kwargs: Any) -> RunResult[OutputT]:
         try:
             return await self.run(prompt, **kwargs)
         finally:
@@ -263,9 +337,8 @@ class Agent(Generic[DepsT]):
             # Random, so nobody can create it first; the loop checks it hangs under this session and
             # belongs to this session's owner.
             child_session = f"{ctx.session_id}.sub_{secrets.token_hex(8)}"
-            run = agent.stream(task, session_id=child_session, parent=ctx)
-            async with aclosing(run.__aiter__()) as events:  # type: ignore[type-var]
-                async for event in events:
+            async with agent.stream(task, session_id=child_session, parent=ctx) as run:
+                async for event in run:
                     ctx.forward(event)
             assert run.result is not None
             return run.result.output
@@ -275,14 +348,4 @@ class Agent(Generic[DepsT]):
 
 
 def _default_driver(model: Model) -> Driver:
-    return NativeToolDriver() if model.supports_tools else _react_driver()
-
-
-def _react_driver() -> Driver:
-    try:
-        from toolwire.agent.react import ReActDriver
-    except ImportError as exc:  # pragma: no cover - react ships with toolwire
-        raise ConfigError(
-            "this model has no native tool calling and the ReAct driver is unavailable"
-        ) from exc
-    return ReActDriver()
+    return NativeToolDriver() if model.supports_tools else ReActDriver()

@@ -16,9 +16,10 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, Generic, Self
 
 from pydantic_core import to_jsonable_python
+from typing_extensions import TypeVar
 
 from toolwire._text import clean_part, clean_text
 from toolwire.agent._model_step import ModelStep
@@ -47,12 +48,16 @@ from toolwire.events import (
     UserTurnStart,
 )
 from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage, new_id
-from toolwire.models.base import MessageBuilder, ModelRequest, ToolDefinition
+from toolwire.models._builder import MessageBuilder
+from toolwire.models.base import ModelRequest, ToolDefinition
 from toolwire.pricing import total_cost
 from toolwire.store.base import Store
 from toolwire.store.records import SessionInfo
 from toolwire.tools.context import RunContext
 from toolwire.tools.executor import CallFinished, CallHeartbeat, CallStarted, ToolExecutor, ToolOutcome
+
+OutputT = TypeVar("OutputT", default=str, covariant=True)
+"""The type of a run's output: the agent's ``output_type``, or ``str`` (the final text) without one."""
 
 _EVENT_KINDS: dict[str, type[Any]] = {
     "tool-progress": ToolProgress,
@@ -83,11 +88,12 @@ class ToolExecution:
 
 
 @dataclass(kw_only=True)
-class RunResult:
+class RunResult(Generic[OutputT]):
     """The outcome of one run (one user turn)."""
 
-    output: Any
-    """The final assistant text, or the validated object when the agent has an ``output_type``."""
+    output: OutputT
+    """The final assistant text, or the validated object when the agent has an ``output_type``. Only
+    meaningful when ``status == "completed"`` (a run closed early or failed has no output)."""
     session_id: str
     interaction_id: str
     status: InteractionStatus
@@ -117,8 +123,12 @@ class _Unnumbered:
     fields: dict[str, Any]
 
 
-class AgentRun:
-    """One interaction in progress: iterate it for events; ``result`` is set once it completed."""
+class AgentRun(Generic[OutputT]):
+    """One interaction in progress: ``async for event in run``; ``result`` is set once it ended.
+
+    It is also an async context manager: leaving ``async with run:`` closes the run, so a consumer that
+    stops early (``break``, an exception) stops the model and cancels running tools at once.
+    """
 
     def __init__(
         self,
@@ -149,12 +159,13 @@ class AgentRun:
         self.user_session_id = parent.user_session_id if parent is not None else self.session_id
         self.interaction_id = new_id("int_")
         self.deps = deps if deps is not None or parent is None else parent.deps
-        self.result: RunResult | None = None
+        self.result: RunResult[OutputT] | None = None
+        """Set when the run ended, however it ended (completed, failed, closed early); ``None`` before."""
         self._enabled_tools = enabled_tools
         self._exclude_tools = exclude_tools
         self._tools: list[ToolDefinition] = []
         self._inbox: asyncio.Queue[Any] | None = None
-        self._gen: AsyncIterator[AgentEvent] | None = None
+        self._gen: AsyncGenerator[AgentEvent, None] | None = None
         self._recorder: StepRecorder | None = None
         self._output = (
             OutputPolicy(config.output, config.output_retries) if config.output is not None else None
@@ -179,9 +190,9 @@ class AgentRun:
     async def aclose(self) -> None:
         """Stop the run now (running tools are cancelled and recorded as cancelled)."""
         if self._gen is not None:
-            await self._gen.aclose()  # type: ignore[attr-defined]
+            await self._gen.aclose()
 
-    async def __aenter__(self) -> AgentRun:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -552,7 +563,7 @@ class AgentRun:
         )
         return ending
 
-    def _make_result(self) -> RunResult:
+    def _make_result(self) -> RunResult[OutputT]:
         total = Usage()
         for usage in self._step_usage:
             total = total + usage

@@ -184,8 +184,8 @@ class OutputPolicy:
         fragment = None
         if spec.mode == "tool":
             if isinstance(part, ToolInputStart) and part.tool_name == FINAL_RESULT_TOOL:
-                self._call, self._parser = part.id, PartialJSONParser()
-            elif isinstance(part, ToolInputDelta) and part.id == self._call:
+                self._call, self._parser = part.tool_call_id, PartialJSONParser()
+            elif isinstance(part, ToolInputDelta) and part.tool_call_id == self._call:
                 fragment = part.delta
         elif isinstance(part, TextDelta):
             if self._parser is None:

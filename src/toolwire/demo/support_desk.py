@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
-from toolwire.agent.react import DEFAULT_EXAMPLES, ReActDriver
+from toolwire.agent.drivers.react import DEFAULT_EXAMPLES, ReActDriver
 from toolwire.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from toolwire.models.base import Model, ModelSettings
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from toolwire.errors import ConfigError
-from toolwire.models._keys import is_http_url
-from toolwire.models.base import Model, ModelRequest, ModelResponse, ModelSettings, ToolDefinition, collect
+from toolwire.models._builder import collect
+from toolwire.models._providers import is_http_url
+from toolwire.models.base import Model, ModelRequest, ModelResponse, ModelSettings, ToolDefinition
 
 if TYPE_CHECKING:
     from toolwire.models.anthropic import AnthropicModel
@@ -36,6 +39,30 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+def _compatible(cls: Callable[..., Model], name: str) -> Model:
+    model_name, at, url = name.partition("@")
+    if not at or not is_http_url(url):
+        raise ConfigError("use 'openai-compatible:MODEL@BASE_URL' with an http(s) BASE_URL")
+    return cls(model_name, base_url=url)  # its key: see infer_model
+
+
+_PROVIDERS: Mapping[str, tuple[str, Callable[[Any, str], Model]]] = MappingProxyType(
+    {
+        "openai": ("OpenAIChatModel", lambda cls, name: cls(name)),
+        "openai-responses": ("OpenAIResponsesModel", lambda cls, name: cls(name)),
+        "openai-compatible": ("OpenAIChatModel", _compatible),
+        "anthropic": ("AnthropicModel", lambda cls, name: cls(name)),
+        "gemini": ("GeminiModel", lambda cls, name: cls(name)),
+        "google": ("GeminiModel", lambda cls, name: cls(name)),
+        "vertex": ("GeminiModel", lambda cls, name: cls(name, vertex=True)),
+        "bedrock": ("BedrockModel", lambda cls, name: cls(name)),
+        "scripted": ("ScriptedModel", lambda cls, name: cls.from_file(name)),
+        "local": ("LocalModel", lambda cls, _: cls()),
+    }
+)
+"""Model string prefix -> (adapter class, a key of ``_LAZY``; how to build it from the rest of the string)."""
+
+
 def infer_model(spec: str | Model) -> Model:
     """Build a model from a string such as ``openai:gpt-4o``, ``anthropic:claude-sonnet-4-5``,
     ``gemini:gemini-2.5-flash``, ``vertex:...``, ``openai-responses:gpt-5``, ``bedrock:MODEL_ID``,
@@ -58,49 +85,17 @@ def infer_model(spec: str | Model) -> Model:
     """
     if isinstance(spec, Model):
         return spec
-    if spec == "local":
-        from toolwire.models.local import LocalModel
-
-        return LocalModel()
-    provider, sep, name = spec.partition(":")
-    if not sep or not name:
-        raise ConfigError(f"model string {spec!r} must look like 'provider:model' (or 'local')")
-    if provider == "scripted":
-        from toolwire.models.scripted import ScriptedModel
-
-        return ScriptedModel.from_file(name)
-    if provider == "openai":
-        from toolwire.models.openai_chat import OpenAIChatModel
-
-        return OpenAIChatModel(name)
-    if provider == "openai-responses":
-        from toolwire.models.openai_responses import OpenAIResponsesModel
-
-        return OpenAIResponsesModel(name)
-    if provider == "openai-compatible":
-        from toolwire.models.openai_chat import OpenAIChatModel
-
-        model_name, at, url = name.partition("@")
-        if not at or not is_http_url(url):
-            raise ConfigError("use 'openai-compatible:MODEL@BASE_URL' with an http(s) BASE_URL")
-        return OpenAIChatModel(model_name, base_url=url)  # its key: see the docstring
-    if provider == "anthropic":
-        from toolwire.models.anthropic import AnthropicModel
-
-        return AnthropicModel(name)
-    if provider in ("gemini", "google"):
-        from toolwire.models.gemini import GeminiModel
-
-        return GeminiModel(name)
-    if provider == "vertex":
-        from toolwire.models.gemini import GeminiModel
-
-        return GeminiModel(name, vertex=True)
-    if provider == "bedrock":
-        from toolwire.models.bedrock import BedrockModel
-
-        return BedrockModel(name)
-    raise ConfigError(f"unknown model provider {provider!r} in {spec!r}")
+    if spec == "local":  # the one model string without a name
+        provider, name = spec, ""
+    else:
+        provider, sep, name = spec.partition(":")
+        if not sep or not name:
+            raise ConfigError(f"model string {spec!r} must look like 'provider:model' (or 'local')")
+    entry = _PROVIDERS.get(provider)
+    if entry is None:
+        raise ConfigError(f"unknown model provider {provider!r} in {spec!r}")
+    class_name, build = entry
+    return build(__getattr__(class_name), name)
 
 
 __all__ = [

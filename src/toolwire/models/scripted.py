@@ -10,22 +10,16 @@ from typing import Any
 
 from toolwire.errors import ConfigError
 from toolwire.messages import Part, ReasoningPart, TextPart, ToolCallPart, Usage
+from toolwire.models._builder import TextKind, parse_tool_args, text_delta, text_end, text_start
 from toolwire.models.base import (
     Finish,
     Model,
     ModelRequest,
     ModelStreamPart,
-    ReasoningDelta,
-    ReasoningEnd,
-    ReasoningStart,
     StreamStart,
-    TextDelta,
-    TextEnd,
-    TextStart,
     ToolInputDelta,
     ToolInputEnd,
     ToolInputStart,
-    parse_tool_args,
 )
 
 
@@ -99,32 +93,30 @@ class ScriptedModel(Model):
         yield StreamStart()
         has_calls = False
         for index, part in enumerate(turn):
-            if isinstance(part, TextPart):
-                pid = f"t{index}"
-                yield TextStart(id=pid, provider_metadata=part.provider_metadata)
+            if isinstance(part, TextPart | ReasoningPart):
+                kind: TextKind = "text" if isinstance(part, TextPart) else "reasoning"
+                pid = f"{kind[0]}{index}"
+                yield text_start(kind, pid, part.provider_metadata)
                 for chunk in _chunks(part.text, self.chunk_size):
-                    yield TextDelta(id=pid, delta=chunk)
-                yield TextEnd(id=pid)
-            elif isinstance(part, ReasoningPart):
-                pid = f"r{index}"
-                yield ReasoningStart(id=pid, provider_metadata=part.provider_metadata)
-                for chunk in _chunks(part.text, self.chunk_size):
-                    yield ReasoningDelta(id=pid, delta=chunk)
-                yield ReasoningEnd(id=pid, signature=part.signature, redacted_data=part.redacted_data)
+                    yield text_delta(kind, pid, chunk)
+                if isinstance(part, ReasoningPart):
+                    yield text_end(kind, pid, signature=part.signature, redacted_data=part.redacted_data)
+                else:
+                    yield text_end(kind, pid)
             elif isinstance(part, ToolCallPart):
                 has_calls = has_calls or not part.provider_executed
                 yield ToolInputStart(
-                    id=part.tool_call_id,
+                    tool_call_id=part.tool_call_id,
                     tool_name=part.tool_name,
                     provider_metadata=part.provider_metadata,
                     provider_executed=part.provider_executed,
                     title=part.title,
                 )
                 for chunk in _chunks(part.args_json, self.chunk_size):
-                    yield ToolInputDelta(id=part.tool_call_id, delta=chunk)
+                    yield ToolInputDelta(tool_call_id=part.tool_call_id, delta=chunk)
                 args, args_error = parse_tool_args(part.args_json)
                 yield ToolInputEnd(
-                    id=part.tool_call_id,
+                    tool_call_id=part.tool_call_id,
                     tool_name=part.tool_name,
                     args=args,
                     args_json=part.args_json,

@@ -14,7 +14,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from toolwire.errors import ConfigError, RequestError
+from toolwire.errors import ConfigError
+from toolwire.server.errors import RequestError
 
 DEV_USER = "local"
 TOKENS_ENV = "TOOLWIRE_TOKENS"

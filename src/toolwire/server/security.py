@@ -12,7 +12,7 @@ visits could otherwise drive the server. So, in every mode:
 - CORS headers are sent only for ``allowed_origins`` (Starlette's ``CORSMiddleware``).
 
 Requiring ``application/json`` on JSON bodies (a form or ``text/plain`` POST needs no CORS preflight)
-is done where bodies are read, in the app.
+is done where bodies are read (:mod:`toolwire.server._input`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ replica, an imported chat): they are converted here, keeping each tool part's
 model request carries it.
 
 The body comes from the network: everything is checked, and anything malformed is a
-:class:`~toolwire.errors.RequestError` naming the offending message and part. A client history gains
+:class:`~toolwire.server.errors.RequestError` naming the offending message and part. A client history gains
 no privileges:
 
 * a ``system`` message is refused (400 ``bad_request`` naming it), not demoted: it would otherwise be
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolwire.errors import RequestError
 from toolwire.messages import (
     FilePart,
     Message,
@@ -35,6 +34,7 @@ from toolwire.messages import (
     new_id,
 )
 from toolwire.models._metadata import client_metadata_filter
+from toolwire.server.errors import RequestError
 
 NO_RESULT = "No result was recorded for this tool call (the client sent the call without its output)."
 

@@ -218,14 +218,5 @@ def _error_text(event: ToolCallComplete) -> str:
     return json.dumps(event.output, ensure_ascii=False, default=str)
 
 
-def sse_data(payload: dict[str, Any] | str) -> bytes:
-    """One SSE frame ``data: ...``; JSON never contains a raw newline, so one data line suffices."""
-    text = (
-        payload
-        if isinstance(payload, str)
-        else json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    )
-    return f"data: {text}\n\n".encode()
-
-
 DONE_FRAME = b"data: [DONE]\n\n"
+"""The UI message stream's last frame."""

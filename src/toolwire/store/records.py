@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from toolwire.errors import SessionAccessError
+from toolwire.events import ToolCallStatus
 from toolwire.messages import Message, Usage
 
-ToolCallRowStatus: TypeAlias = Literal["pending", "ok", "error", "interrupted", "blocked", "cancelled"]
+ToolCallRowStatus: TypeAlias = Literal["pending", ToolCallStatus]
+"""A stored call's status: ``pending`` from the step's start until it ends with a :data:`ToolCallStatus`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -31,7 +31,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from toolwire.errors import ConfigError, SessionBusyError, StoreError
+from toolwire.errors import ConfigError, MissingExtraError, SessionBusyError, StoreError
 from toolwire.messages import Message, Usage
 from toolwire.store._locks import owner_is_dead
 from toolwire.store._sql_engine import (
@@ -121,7 +121,11 @@ class SQLStore(Store):
                 engine = sa.create_engine(sync_url, connect_args=connect_args, **options)
                 configure_sqlite(engine, sync_url)
                 runner = ThreadRunner(engine)
-        except (ArgumentError, ImportError, TypeError) as exc:
+        except ImportError as exc:
+            if postgres and exc.name == "asyncpg":
+                raise MissingExtraError("postgres", "PostgreSQL stores", missing=exc.name) from exc
+            raise ConfigError(f"cannot open store {shown}: {exc}") from exc
+        except (ArgumentError, TypeError) as exc:
             raise ConfigError(f"cannot open store {shown}: {exc}") from exc
         except OSError as exc:
             raise StoreError(f"cannot open store {shown}: {exc}") from exc

@@ -5,12 +5,15 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol
+
+from typing_extensions import TypeVar
 
 from toolwire.events import AgentEvent
 from toolwire.messages import Message, ToolCallPart
 
-DepsT = TypeVar("DepsT")
+DepsT = TypeVar("DepsT", default=Any)
+"""The type of a run's ``deps`` (``Agent(..., deps_type=Db)``; a bare ``RunContext`` means any)."""
 
 
 class EventSink(Protocol):

@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any
 
-from toolwire.errors import ConfigError, ToolExecutionError
+from toolwire.errors import ConfigError, MissingExtraError, ToolExecutionError
 from toolwire.tools.function import Tool
 
 logger = logging.getLogger("toolwire.tools.mcp")
@@ -86,9 +86,9 @@ class _MCPServer:
             return self._session
 
     async def _hold(self, ready: asyncio.Future[Any], stop: asyncio.Event) -> None:
-        from mcp import ClientSession
-
         try:
+            from mcp import ClientSession  # in the try: a missing extra must fail ``ready``, not hang it
+
             async with AsyncExitStack() as stack:
                 streams = await stack.enter_async_context(self._transport())
                 read, write = streams[0], streams[1]
@@ -317,5 +317,5 @@ def _describe(exc: BaseException) -> str:
 
 def _connect_error(source: str, exc: BaseException) -> Exception:
     if isinstance(exc, ImportError):
-        return ConfigError(f"MCP servers need the 'mcp' extra: pip install 'toolwire[mcp]' ({exc})")
+        return MissingExtraError("mcp", "MCP servers", missing=exc.name)
     return MCPToolError(f"cannot connect to {source}: {_describe(exc)}")

@@ -539,7 +539,7 @@ export function mergeHistories(histories) {
   return all.map((x) => x[3]);
 }
 
-// -- the golden-file forms (same as toolwire._transcript_types.*_to_dict) ----------------------------
+// -- the golden-file forms (same as toolwire.transcript.types.*_to_dict) ----------------------------
 
 export function messageToDict(m) {
   const out = {

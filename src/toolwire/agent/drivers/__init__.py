@@ -1,9 +1,10 @@
 """Drivers decide how a model is asked for its next move and turn its answer into canonical stream parts.
 
 The loop calls ``driver.stream_step(model, request)`` once per step and consumes canonical parts; it
-never knows which driver ran. ``NativeToolDriver`` uses provider function calling; ``ReActDriver``
-(``toolwire.agent.react``) asks a model without function calling for schema-constrained JSON decisions;
-``ScriptedDriver`` replays decisions for tests.
+never knows which driver ran. :class:`NativeToolDriver` uses provider function calling;
+:class:`~toolwire.agent.drivers.react.ReActDriver` asks a model without function calling for
+schema-constrained JSON decisions. To script a run in tests, script the model
+(:class:`~toolwire.models.scripted.ScriptedModel`), not the driver.
 """
 
 from __future__ import annotations
@@ -13,21 +14,16 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from toolwire.messages import Part, TextPart, ToolCallPart
+from toolwire.models._builder import closing, parse_tool_args
 from toolwire.models.base import (
     Finish,
     Model,
     ModelRequest,
     ModelStreamPart,
-    StreamStart,
     TextDelta,
     TextEnd,
     TextStart,
-    ToolInputDelta,
     ToolInputEnd,
-    ToolInputStart,
-    closing,
-    parse_tool_args,
 )
 
 
@@ -135,34 +131,4 @@ def _matches(candidate: dict[str, Any], call: ToolInputEnd) -> bool:
     return name == call.tool_name and args == call.args
 
 
-class ScriptedDriver(Driver):
-    """Ignores the model and replays scripted decisions, one list of parts per step (for tests)."""
-
-    def __init__(self, steps: Sequence[Sequence[Part]]) -> None:
-        self._steps = [list(s) for s in steps]
-        self._next = 0
-
-    async def stream_step(self, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
-        parts = self._steps[self._next] if self._next < len(self._steps) else [TextPart(text="")]
-        self._next += 1
-        yield StreamStart()
-        has_calls = False
-        for index, part in enumerate(parts):
-            if isinstance(part, TextPart):
-                yield TextStart(id=f"t{index}")
-                yield TextDelta(id=f"t{index}", delta=part.text)
-                yield TextEnd(id=f"t{index}")
-            elif isinstance(part, ToolCallPart):
-                has_calls = True
-                yield ToolInputStart(id=part.tool_call_id, tool_name=part.tool_name)
-                yield ToolInputDelta(id=part.tool_call_id, delta=part.args_json)
-                args, error = parse_tool_args(part.args_json)
-                yield ToolInputEnd(
-                    id=part.tool_call_id,
-                    tool_name=part.tool_name,
-                    args=args,
-                    args_json=part.args_json,
-                    args_error=error,
-                    provider_metadata=part.provider_metadata,
-                )
-        yield Finish(reason="tool-calls" if has_calls else "stop")
+__all__ = ["Driver", "NativeToolDriver"]

@@ -19,20 +19,16 @@ from collections.abc import Sequence
 from typing import Any, assert_never
 
 from toolwire.errors import UnsupportedContentError
-from toolwire.messages import (
-    FilePart,
-    Message,
-    ReasoningPart,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-)
-from toolwire.models._gemini_response import CODE_EXECUTION, PROVIDER
+from toolwire.messages import FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from toolwire.models._metadata import GEMINI, read_back
+from toolwire.models._settings import SettingNames, sampling_fields
 from toolwire.models.base import ModelRequest
+from toolwire.models.gemini._stream import CODE_EXECUTION, PROVIDER
 
 ROUND_TRIP_METADATA = GEMINI
 """What the request builder reads back from history (declared in ``toolwire.models._metadata``)."""
+
+_SETTINGS = SettingNames(max_tokens="maxOutputTokens", top_p="topP", stop="stopSequences", seed="seed")
 
 PLACEHOLDER_SIGNATURE = base64.b64encode(b"context_engineering_is_the_way_to_go").decode()
 """The dummy signature Google documents for function calls Gemini did not produce
@@ -185,18 +181,7 @@ def _tool_config(request: ModelRequest, stream_arguments: bool) -> dict[str, Any
 
 def _generation_config(request: ModelRequest) -> tuple[dict[str, Any], list[str]]:
     settings = request.settings
-    config: dict[str, Any] = {}
-    warnings: list[str] = []
-    if settings.max_tokens is not None:
-        config["maxOutputTokens"] = settings.max_tokens
-    if settings.temperature is not None:
-        config["temperature"] = settings.temperature
-    if settings.top_p is not None:
-        config["topP"] = settings.top_p
-    if settings.stop:
-        config["stopSequences"] = list(settings.stop)
-    if settings.seed is not None:
-        config["seed"] = settings.seed
+    config, warnings = sampling_fields(settings, _SETTINGS, wire="Gemini")
     if settings.parallel_tool_calls is not None:
         warnings.append("parallel_tool_calls is not supported by Gemini and was ignored")
     if request.output_schema is not None:

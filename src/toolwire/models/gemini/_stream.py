@@ -15,30 +15,25 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from toolwire.errors import ProviderProtocolError
 from toolwire.messages import ProviderMetadata, Usage, new_id
-from toolwire.models._gemini_args import StreamedArgs, dumps, parse_json_path
+from toolwire.models._builder import TextKind, text_delta, text_end, text_start, whole_tool_input
+from toolwire.models._http import Json, protocol_error
 from toolwire.models.base import (
     File,
     Finish,
     FinishReason,
     ModelStreamPart,
-    ReasoningDelta,
-    ReasoningEnd,
-    ReasoningStart,
     ResponseMetadata,
     StreamError,
-    TextDelta,
-    TextEnd,
-    TextStart,
-    ToolArgsAccumulator,
     ToolInputDelta,
     ToolInputEnd,
     ToolInputStart,
     ToolResult,
 )
+from toolwire.models.gemini._args import StreamedArgs, parse_json_path
 
 PROVIDER = "google"
 CODE_EXECUTION = "code_execution"
@@ -74,7 +69,7 @@ def signature_metadata(part: dict[str, Any]) -> ProviderMetadata:
     return {PROVIDER: {"thoughtSignature": signature}} if isinstance(signature, str) and signature else {}
 
 
-def error_from_body(body: dict[str, Any], *, model: str) -> ProviderProtocolError:
+def error_from_body(body: Json, *, model: str) -> ProviderProtocolError:
     """An ``{"error": {code, message, status}}`` element found inside a 200 response."""
     error = body.get("error")
     error = error if isinstance(error, dict) else {"message": str(error)}
@@ -117,7 +112,7 @@ class _OpenCall:
 
 @dataclass(slots=True)
 class _OpenText:
-    kind: Literal["text", "reasoning"]
+    kind: TextKind
     id: str
 
 
@@ -138,16 +133,15 @@ class ResponseReader:
         self._usage: dict[str, Any] | None = None
         self._extra: dict[str, Any] = {}
         self._blocked = False
-        self.failed = False
+        self.done = False
+        """Set by an error: nothing after it is read."""
 
     # -- chunks -----------------------------------------------------------------------------------------
 
-    def feed(self, chunk: Any) -> list[ModelStreamPart]:
+    def feed(self, chunk: Json) -> list[ModelStreamPart]:
         out: list[ModelStreamPart] = []
-        if not isinstance(chunk, dict):
-            return self._fail(out, f"unexpected response element: {chunk!r:.200}")
         if "error" in chunk:
-            self.failed = True
+            self.done = True
             out.extend(self._close_all())
             out.append(StreamError(error=error_from_body(chunk, model=self._model)))
             return out
@@ -179,11 +173,12 @@ class ResponseReader:
                 self._extra[key] = candidate[key]
         return out
 
-    def finish(self) -> list[ModelStreamPart]:
+    def end(self) -> list[ModelStreamPart]:
         """Close every open part and report the finish (or the lack of one)."""
         out = self._close_all()
         if self._raw_finish is None:
-            return self._fail(out, "the response ended without a finishReason", retryable=True)
+            message = "the response ended without a finishReason"
+            return [*out, protocol_error(message, provider=PROVIDER, model=self._model, retryable=True)]
         reason = "content-filter" if self._blocked else _FINISH.get(self._raw_finish, "other")
         if reason == "stop" and self._client_calls:
             reason = "tool-calls"  # Gemini says STOP after function calls; the loop needs to know to run them
@@ -198,14 +193,6 @@ class ResponseReader:
                 provider_metadata={PROVIDER: metadata} if metadata else {},
             )
         )
-        return out
-
-    def _fail(
-        self, out: list[ModelStreamPart], message: str, *, retryable: bool = False
-    ) -> list[ModelStreamPart]:
-        self.failed = True
-        error = ProviderProtocolError(message, provider=PROVIDER, model=self._model, retryable=retryable)
-        out.append(StreamError(error=error))
         return out
 
     # -- parts ------------------------------------------------------------------------------------------
@@ -230,7 +217,7 @@ class ResponseReader:
         return []  # a part kind toolwire does not model (e.g. videoMetadata): nothing to replay
 
     def _text_fragment(self, part: dict[str, Any], *, first_in_chunk: bool) -> list[ModelStreamPart]:
-        kind: Literal["text", "reasoning"] = "reasoning" if part.get("thought") else "text"
+        kind: TextKind = "reasoning" if part.get("thought") else "text"
         text = part.get("text") or ""
         metadata = signature_metadata(part)
         if not text and not metadata:
@@ -242,24 +229,14 @@ class ResponseReader:
         if current is None or current.kind != kind or metadata or not first_in_chunk:
             out.extend(self._close_text())
             current = self._text = _OpenText(kind=kind, id=f"{kind[0]}{next(self._ids)}")
-            if kind == "text":
-                out.append(TextStart(id=current.id, provider_metadata=metadata))
-            else:
-                out.append(ReasoningStart(id=current.id, provider_metadata=metadata))
+            out.append(text_start(kind, current.id, metadata))
         if text:
-            if kind == "text":
-                out.append(TextDelta(id=current.id, delta=text))
-            else:
-                out.append(ReasoningDelta(id=current.id, delta=text))
+            out.append(text_delta(kind, current.id, text))
         return out
 
     def _close_text(self) -> list[ModelStreamPart]:
         current, self._text = self._text, None
-        if current is None:
-            return []
-        if current.kind == "text":
-            return [TextEnd(id=current.id)]
-        return [ReasoningEnd(id=current.id)]
+        return [] if current is None else [text_end(current.kind, current.id)]
 
     def _close_all(self) -> list[ModelStreamPart]:
         return [*self._close_text(), *self._close_call()]
@@ -291,14 +268,12 @@ class ResponseReader:
         self._client_calls = True
         call_id = self._new_call_id(call.get("id"))
         metadata = signature_metadata(part)
-        out.append(ToolInputStart(id=call_id, tool_name=name, provider_metadata=metadata))
+        out.append(ToolInputStart(tool_call_id=call_id, tool_name=name, provider_metadata=metadata))
         if not call.get("willContinue") and not call.get("partialArgs"):
-            text = dumps(call.get("args") or {})
-            out.append(ToolInputDelta(id=call_id, delta=text))
-            accumulator = ToolArgsAccumulator()
-            accumulator.add(text)
-            out.append(accumulator.end(id=call_id, tool_name=name, provider_metadata=metadata))
-            return out
+            return [
+                *out,
+                *whole_tool_input(call_id, name, call.get("args") or {}, provider_metadata=metadata),
+            ]
         self._call = _OpenCall(id=call_id, name=name, metadata=metadata)
         if isinstance(call.get("args"), dict):
             out.extend(self._values(self._call, [], call["args"]))
@@ -345,7 +320,7 @@ class ResponseReader:
 
     @staticmethod
     def _delta(call: _OpenCall, text: str) -> list[ModelStreamPart]:
-        return [ToolInputDelta(id=call.id, delta=text)] if text else []
+        return [ToolInputDelta(tool_call_id=call.id, delta=text)] if text else []
 
     def _close_call(self) -> list[ModelStreamPart]:
         call, self._call = self._call, None
@@ -355,7 +330,7 @@ class ResponseReader:
         args, args_json = call.args.result()
         out.append(
             ToolInputEnd(
-                id=call.id,
+                tool_call_id=call.id,
                 tool_name=call.name,
                 args=args,
                 args_json=args_json,
@@ -368,20 +343,15 @@ class ResponseReader:
 
     def _executable_code(self, part: dict[str, Any]) -> list[ModelStreamPart]:
         call_id = self._code_call_id = self._new_call_id()
-        code = part["executableCode"]
         metadata = signature_metadata(part)
-        text = dumps(code)
-        accumulator = ToolArgsAccumulator()
-        accumulator.add(text)
-        return [
-            ToolInputStart(
-                id=call_id, tool_name=CODE_EXECUTION, provider_metadata=metadata, provider_executed=True
-            ),
-            ToolInputDelta(id=call_id, delta=text),
-            accumulator.end(
-                id=call_id, tool_name=CODE_EXECUTION, provider_metadata=metadata, provider_executed=True
-            ),
-        ]
+        start = ToolInputStart(
+            tool_call_id=call_id, tool_name=CODE_EXECUTION, provider_metadata=metadata, provider_executed=True
+        )
+        code = part["executableCode"]
+        inputs = whole_tool_input(
+            call_id, CODE_EXECUTION, code, provider_metadata=metadata, provider_executed=True
+        )
+        return [start, *inputs]
 
     def _code_result(self, part: dict[str, Any]) -> list[ModelStreamPart]:
         call_id, self._code_call_id = self._code_call_id or self._new_call_id(), None
@@ -394,3 +364,6 @@ class ResponseReader:
                 provider_metadata=signature_metadata(part),
             )
         ]
+
+
+__all__ = ["CODE_EXECUTION", "PROVIDER", "ResponseReader"]

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from toolwire.models._builder import compact_json
+
 PathToken: TypeAlias = str | int
 
 # ``$.a.b[0].c``, ``$['odd key']``, ``$["odd key"]``: the shapes Vertex uses in ``partialArgs[].jsonPath``.
@@ -34,11 +36,6 @@ def parse_json_path(path: str) -> list[PathToken] | None:
             tokens.append(name if name is not None else single if single is not None else double)
         pos = match.end()
     return tokens or None
-
-
-def dumps(value: Any) -> str:
-    """Compact JSON, non-ASCII kept as-is (the form toolwire uses for argument text it writes itself)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 class _Str:
@@ -122,7 +119,7 @@ class StreamedArgs:
             else:
                 self._emit(out, '"')
         else:
-            self._emit(out, dumps(value))
+            self._emit(out, compact_json(value))
         return "".join(out)
 
     def close(self) -> str:
@@ -140,7 +137,7 @@ class StreamedArgs:
     def result(self) -> tuple[dict[str, Any], str]:
         """The assembled arguments and their JSON text (call after :meth:`close`)."""
         args: dict[str, Any] = _materialise(self._root)
-        return args, "".join(self._text) if self.text_intact else dumps(args)
+        return args, "".join(self._text) if self.text_intact else compact_json(args)
 
     # -- the object -------------------------------------------------------------------------------------
 

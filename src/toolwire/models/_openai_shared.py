@@ -1,32 +1,22 @@
-"""Pieces shared by the OpenAI Chat Completions and Responses adapters: auth, in-stream errors, metadata.
-
-Wire JSON is handled as plain ``dict[str, Any]`` here and in both adapters rather than TypedDicts: the
-shapes vary across OpenAI-compatible servers (extra fields, missing fields, renamed fields), so every read
-goes through ``.get`` with a type check instead of trusting a declared shape.
+"""What the OpenAI Chat Completions and Responses adapters share: the model base (credentials, headers, the
+exchange), in-stream errors, usage and finish mapping, metadata and content helpers.
 """
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Mapping
-from typing import Any, TypeAlias
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, ClassVar, assert_never
 
 from toolwire.errors import ConfigError, ProviderProtocolError, UnsupportedContentError
-from toolwire.messages import FilePart, ProviderMetadata, TextPart, Usage
-from toolwire.models._keys import from_environment, is_own_host, pick_key
+from toolwire.messages import FilePart, Message, Part, ProviderMetadata, TextPart, ToolResultPart, Usage
+from toolwire.models._http import Exchange, HTTPModel, Json, WireParser
 from toolwire.models._metadata import RoundTrip, read_back
-from toolwire.models.base import FinishReason, StreamError
-
-Json: TypeAlias = dict[str, Any]
+from toolwire.models._providers import OPENAI
+from toolwire.models.base import FinishReason, ModelRequest, StreamError
 
 PROVIDER = "openai"
 """The ``provider_metadata`` key of both adapters (also for OpenAI-compatible servers: same wire)."""
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-KEY_VARIABLE = "OPENAI_API_KEY"
-"""Sent to OpenAI's own hosts only (``api.openai.com`` and its regional ``*.api.openai.com``)."""
-COMPATIBLE_KEY_VARIABLE = "OPENAI_COMPATIBLE_API_KEY"
-"""The key for whichever other server a model is configured with; never sent to OpenAI."""
 
 # Error codes/types that mean "the provider is overloaded or failed internally": worth retrying.
 _RETRYABLE_CODES = frozenset(
@@ -44,46 +34,42 @@ _RETRYABLE_CODES = frozenset(
 )
 
 
-def resolve_base_url(base_url: str | None) -> str:
-    """The explicit URL, else ``OPENAI_BASE_URL`` (as the OpenAI SDKs read it), else api.openai.com."""
-    return (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+class OpenAIWireModel(HTTPModel):
+    """The base of both OpenAI adapters: OpenAI's key rule (``_providers.OPENAI``), bearer auth, and one
+    ``POST {base_url}{path}`` of the body the wire builds."""
 
+    provider = PROVIDER
+    supports_native_output = True
+    path: ClassVar[str]
+    """The endpoint under ``base_url``."""
 
-def is_openai_url(url: str) -> bool:
-    return is_own_host(url, lambda host: host == "api.openai.com" or host.endswith(".api.openai.com"))
+    def _credentials(self, api_key: str | None, base_url: str | None) -> tuple[str, str | None]:
+        return OPENAI.endpoint(api_key, base_url)
 
+    @abstractmethod
+    def build_body(self, request: ModelRequest) -> tuple[Json, list[str]]:
+        """The request body for ``request`` and warnings about settings the wire cannot honour."""
 
-def resolve_api_key(api_key: str | None, base_url: str) -> str | None:
-    """The key for ``base_url`` (see ``toolwire.models._keys``): ``OPENAI_API_KEY`` for OpenAI's own hosts,
-    ``OPENAI_COMPATIBLE_API_KEY`` for any other server, none for a loopback server without one."""
-    if is_openai_url(base_url):
-        return pick_key(api_key, base_url, own_host=True, variables=(KEY_VARIABLE,), provider="OpenAI")
-    if api_key is None:
-        api_key = from_environment((COMPATIBLE_KEY_VARIABLE,))
-    return pick_key(
-        api_key,
-        base_url,
-        own_host=False,
-        variables=(KEY_VARIABLE,),
-        provider="OpenAI",
-        elsewhere=f"pass api_key= or set {COMPATIBLE_KEY_VARIABLE}",
-    )
+    @abstractmethod
+    def _parser(self) -> WireParser: ...
 
-
-def request_headers(
-    api_key: str | None, base_url: str, extra: Mapping[str, str], *, stream: bool
-) -> dict[str, str]:
-    """Headers for one request (``api_key`` comes from :func:`resolve_api_key`; ``None`` sends none)."""
-    headers = {
-        "content-type": "application/json",
-        "accept": "text/event-stream" if stream else "application/json",
-    }
-    if api_key:
-        headers["authorization"] = f"Bearer {api_key}"
-    elif is_openai_url(base_url):  # the key was cleared after the model was built
-        raise ConfigError(f"no OpenAI API key: pass api_key= or set {KEY_VARIABLE}")
-    headers.update(extra)
-    return headers
+    async def _exchange(self, request: ModelRequest) -> Exchange:
+        body, warnings = self.build_body(request)
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream" if self.stream_enabled else "application/json",
+        }
+        if self.api_key:
+            headers["authorization"] = f"Bearer {self.api_key}"
+        elif OPENAI.owns(self.base_url):  # the key was cleared after the model was built
+            raise ConfigError(f"no OpenAI API key: pass api_key= or set {OPENAI.key_variables[0]}")
+        return Exchange(
+            url=f"{self.base_url}{self.path}",
+            headers=headers,
+            body=body,
+            parser=self._parser(),
+            warnings=warnings,
+        )
 
 
 def openai_meta(metadata: ProviderMetadata, declared: RoundTrip) -> dict[str, Any]:
@@ -118,24 +104,6 @@ def error_event(payload: Any, *, model: str) -> StreamError:
             body=payload,
         )
     )
-
-
-def protocol_error(message: str, *, model: str, retryable: bool = False) -> StreamError:
-    return StreamError(
-        error=ProviderProtocolError(message, provider=PROVIDER, model=model, retryable=retryable)
-    )
-
-
-def parse_json(data: str | bytes) -> Any:
-    """``json.loads`` returning ``None`` on invalid JSON (callers turn that into a protocol error)."""
-    try:
-        return json.loads(data)
-    except ValueError:
-        return None
-
-
-def compact_json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def as_int(value: Any) -> int:
@@ -187,33 +155,61 @@ def file_data_url(part: FilePart) -> str:
     raise UnsupportedContentError("a file part needs data or url")
 
 
+class OpenAIHistory(ABC):
+    """Canonical history -> Chat ``messages`` or Responses ``input`` items: the two wires take the same roles
+    and differ in how an assistant message, a tool result and a file are spelled."""
+
+    text_type: ClassVar[str]
+    """The type of a text part in user content."""
+
+    def items(self, messages: Sequence[Message]) -> list[Json]:
+        out: list[Json] = []
+        for message in messages:
+            match message.role:
+                case "system":
+                    out.append({"role": "system", "content": joined_text(message.parts)})
+                case "user":
+                    out.extend(self._user(message.parts))
+                case "assistant":
+                    out.extend(self.assistant(message))
+                case "tool":
+                    out.extend(self.tool_results(message.parts))
+                case _:
+                    assert_never(message.role)
+        return out
+
+    def _user(self, parts: Sequence[Part]) -> list[Json]:
+        # Results that ended up in a user message still go first: they answer the calls before it.
+        out = self.tool_results(parts)
+        content = [p for p in parts if not isinstance(p, ToolResultPart)]
+        if not content:
+            return out
+        if len(content) == 1 and isinstance(content[0], TextPart):
+            return [*out, {"role": "user", "content": content[0].text}]
+        wire: list[Json] = []
+        for part in content:
+            match part:
+                case TextPart():
+                    wire.append({"type": self.text_type, "text": part.text})
+                case FilePart():
+                    wire.append(self.file(part))
+                case _:
+                    raise UnsupportedContentError(f"a {part.type} part cannot be sent in a user message")
+        return [*out, {"role": "user", "content": wire}]
+
+    @abstractmethod
+    def assistant(self, message: Message) -> list[Json]: ...
+
+    @abstractmethod
+    def tool_results(self, parts: Sequence[Part]) -> list[Json]:
+        """The results among ``parts`` that answer our calls (provider-executed ones have no form here)."""
+
+    @abstractmethod
+    def file(self, part: FilePart) -> Json: ...
+
+
 def joined_text(parts: Any) -> str:
     return "".join(p.text for p in parts if isinstance(p, TextPart))
-
-
-__all__ = [
-    "COMPATIBLE_KEY_VARIABLE",
-    "DEFAULT_BASE_URL",
-    "KEY_VARIABLE",
-    "PROVIDER",
-    "Json",
-    "as_dict",
-    "as_int",
-    "compact_json",
-    "error_event",
-    "file_data_url",
-    "finish_reason",
-    "is_openai_url",
-    "joined_text",
-    "meta",
-    "openai_meta",
-    "parse_json",
-    "protocol_error",
-    "request_headers",
-    "resolve_api_key",
-    "resolve_base_url",
-    "usage_from",
-]
 
 
 def strict_compatible(schema: Any) -> bool:
@@ -231,3 +227,20 @@ def strict_compatible(schema: Any) -> bool:
     return all(
         strict_compatible(v) for k, v in schema.items() if k not in ("required", "enum", "const", "default")
     )
+
+
+__all__ = [
+    "PROVIDER",
+    "OpenAIHistory",
+    "OpenAIWireModel",
+    "as_dict",
+    "as_int",
+    "error_event",
+    "file_data_url",
+    "finish_reason",
+    "joined_text",
+    "meta",
+    "openai_meta",
+    "strict_compatible",
+    "usage_from",
+]

@@ -1,0 +1,254 @@
+"""Where each provider's requests go and which credential may be sent there. One rule for every adapter:
+
+* a key given explicitly (``api_key=``) goes to the configured base URL, whatever it is;
+* a key read from a provider's environment variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ...) goes
+  only to that provider's own host, over https: a base URL pointing anywhere else (a spec's URL, a
+  ``*_BASE_URL`` variable, a proxy) never receives it, so a key cannot leak to a server it was not issued for;
+* a server on the loopback interface (``localhost``, ``127.0.0.0/8``, ``::1``) may run without a key;
+* otherwise a missing key is a :class:`~toolwire.errors.ConfigError` when the model is built, before any
+  request is made or anything is stored.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from toolwire.errors import ConfigError
+
+
+def url_host(url: str) -> str:
+    """The lower-case host name of ``url`` (no port, no brackets), or ``""``."""
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:  # e.g. an invalid IPv6 literal
+        return ""
+
+
+def is_http_url(url: str) -> bool:
+    try:
+        return urlsplit(url).scheme in ("http", "https") and bool(url_host(url))
+    except ValueError:
+        return False
+
+
+def is_own_host(url: str, owns: Callable[[str], bool]) -> bool:
+    """Whether ``url`` is https to a host ``owns`` accepts: only then may an environment key go there."""
+    try:
+        scheme = urlsplit(url).scheme
+    except ValueError:
+        return False
+    host = url_host(url)
+    return scheme == "https" and bool(host) and owns(host)
+
+
+def is_loopback(url: str) -> bool:
+    host = url_host(url)
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def from_environment(names: Sequence[str]) -> str | None:
+    """The first of ``names`` set to a non-empty value."""
+    return next((value for name in names if (value := os.environ.get(name))), None)
+
+
+def pick_key(
+    api_key: str | None,
+    base_url: str,
+    *,
+    own_host: bool,
+    variables: Sequence[str],
+    provider: str,
+    elsewhere: str = "pass api_key=",
+) -> str | None:
+    """The key to send to ``base_url``; ``None`` for a server that takes none.
+
+    ``api_key`` given explicitly wins (``""`` says the server takes no key, which the provider's own host
+    never accepts). ``variables`` are read only when ``own_host``. ``elsewhere`` tells how to give a key
+    for another host.
+    """
+    if api_key:
+        return api_key
+    if own_host:
+        key = from_environment(variables) if api_key is None else None
+        if key:
+            return key
+        raise ConfigError(f"no {provider} API key: pass api_key= or set {' / '.join(variables)}")
+    if api_key is not None or is_loopback(base_url):
+        return None
+    raise ConfigError(
+        f"no API key for {url_host(base_url) or base_url!r}: {' / '.join(variables)} is only sent to "
+        f"{provider}'s own host; {elsewhere} (api_key='' for a server that takes none)"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """A provider whose requests carry an API key: its own host, its default URL and its variables."""
+
+    name: str
+    """As written in error messages."""
+    default_base_url: str
+    key_variables: tuple[str, ...]
+    """Read only for the provider's own host (:meth:`owns`)."""
+    owns_host: Callable[[str], bool]
+    base_url_variable: str | None = None
+    """Read when no base URL is given, as the provider's SDKs do."""
+    compatible_key_variable: str | None = None
+    """The key for any other server speaking this provider's wire; never sent to the provider itself."""
+
+    def owns(self, url: str) -> bool:
+        return is_own_host(url, self.owns_host)
+
+    def endpoint(self, api_key: str | None, base_url: str | None) -> tuple[str, str | None]:
+        """``(base_url, key)``: the explicit URL, else the URL variable, else the default; the key for it."""
+        url = (base_url or self._base_url_from_environment() or self.default_base_url).rstrip("/")
+        if self.owns(url):
+            return url, pick_key(
+                api_key, url, own_host=True, variables=self.key_variables, provider=self.name
+            )
+        elsewhere = "pass api_key="
+        if self.compatible_key_variable is not None:
+            elsewhere = f"pass api_key= or set {self.compatible_key_variable}"
+            if api_key is None:
+                api_key = from_environment((self.compatible_key_variable,))
+        key = pick_key(
+            api_key,
+            url,
+            own_host=False,
+            variables=self.key_variables,
+            provider=self.name,
+            elsewhere=elsewhere,
+        )
+        return url, key
+
+    def _base_url_from_environment(self) -> str | None:
+        return os.environ.get(self.base_url_variable) if self.base_url_variable else None
+
+
+OPENAI = Host(
+    name="OpenAI",
+    default_base_url="https://api.openai.com/v1",
+    key_variables=("OPENAI_API_KEY",),
+    owns_host=lambda host: host == "api.openai.com" or host.endswith(".api.openai.com"),
+    base_url_variable="OPENAI_BASE_URL",
+    compatible_key_variable="OPENAI_COMPATIBLE_API_KEY",
+)
+"""``OPENAI_API_KEY`` goes to OpenAI's own hosts only (``api.openai.com`` and its regional
+``*.api.openai.com``); any other server takes ``api_key=`` or ``OPENAI_COMPATIBLE_API_KEY``."""
+
+ANTHROPIC = Host(
+    name="Anthropic",
+    default_base_url="https://api.anthropic.com",  # as in Anthropic's SDKs: without /v1
+    key_variables=("ANTHROPIC_API_KEY",),
+    owns_host=lambda host: host == "api.anthropic.com",
+    base_url_variable="ANTHROPIC_BASE_URL",
+)
+
+GEMINI_API = Host(
+    name="Gemini API",
+    default_base_url="https://generativelanguage.googleapis.com/v1beta",
+    key_variables=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    owns_host=lambda host: host == "generativelanguage.googleapis.com",
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Vertex AI: an OAuth access token (or an express-mode key) for Google's aiplatform hosts
+
+_VERTEX_LOCATION = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+def _is_vertex_host(host: str) -> bool:
+    return host == "aiplatform.googleapis.com" or host.endswith("-aiplatform.googleapis.com")
+
+
+def vertex_endpoint(
+    base_url: str | None,
+    api_key: str | None,
+    access_token: str | None,
+    project: str | None,
+    location: str | None,
+) -> tuple[str, str | None, str | None]:
+    """``(base_url, api_key, access_token)`` for Vertex AI; environment credentials only for Google's host."""
+    token = access_token or from_environment(("GOOGLE_ACCESS_TOKEN",))
+    key = api_key or from_environment(("GOOGLE_API_KEY",))
+    project = project or os.environ.get("GOOGLE_CLOUD_PROJECT")
+    location = location or os.environ.get("GOOGLE_CLOUD_LOCATION") or "global"
+    if base_url is None and project:
+        # The location becomes part of the host name: anything but a region name could change the host.
+        if not _VERTEX_LOCATION.fullmatch(location):
+            raise ConfigError(f"invalid Vertex AI location {location!r}")
+        host = (
+            "aiplatform.googleapis.com" if location == "global" else f"{location}-aiplatform.googleapis.com"
+        )
+        base_url = f"https://{host}/v1beta1/projects/{project}/locations/{location}/publishers/google"
+    elif base_url is None and token is None:  # express mode (API key, no project)
+        base_url = "https://aiplatform.googleapis.com/v1beta1/publishers/google"
+    if base_url is None:
+        raise ConfigError("Vertex AI needs a project (project= or GOOGLE_CLOUD_PROJECT) or a base_url")
+    if not is_own_host(base_url, _is_vertex_host):
+        token, key = access_token, api_key  # environment credentials are for Google's own host only
+    if not token and not key and not is_loopback(base_url):
+        raise ConfigError(
+            "Vertex AI needs access_token= (or GOOGLE_ACCESS_TOKEN) or an express-mode api_key (or "
+            "GOOGLE_API_KEY); the environment variables are only sent to aiplatform.googleapis.com"
+        )
+    return base_url.rstrip("/"), key, token
+
+
+# ---------------------------------------------------------------------------------------------
+# AWS: SigV4 credentials (botocore's default chain) or a Bedrock API key, for AWS hosts only
+
+AWS_TOKEN_VARIABLE = "AWS_BEARER_TOKEN_BEDROCK"
+
+
+def is_aws_url(url: str) -> bool:
+    return is_own_host(url, lambda host: host.endswith((".amazonaws.com", ".amazonaws.com.cn", ".api.aws")))
+
+
+def aws_api_key(api_key: str | None, base_url: str) -> str | None:
+    """The explicit key, else ``AWS_BEARER_TOKEN_BEDROCK`` for an AWS host; another host gets no token."""
+    if api_key is None and is_aws_url(base_url):
+        return from_environment((AWS_TOKEN_VARIABLE,))
+    return api_key
+
+
+def missing_aws_credentials(base_url: str) -> ConfigError:
+    if is_aws_url(base_url):
+        return ConfigError(
+            "no AWS credentials: pass credentials= or api_key=, configure the AWS default chain or set "
+            f"{AWS_TOKEN_VARIABLE}"
+        )
+    return ConfigError(
+        f"no credentials for {url_host(base_url) or base_url!r}: the AWS default chain and "
+        f"{AWS_TOKEN_VARIABLE} are only used with AWS hosts; pass credentials= or api_key="
+    )
+
+
+__all__ = [
+    "ANTHROPIC",
+    "AWS_TOKEN_VARIABLE",
+    "GEMINI_API",
+    "OPENAI",
+    "Host",
+    "aws_api_key",
+    "from_environment",
+    "is_aws_url",
+    "is_http_url",
+    "is_loopback",
+    "is_own_host",
+    "missing_aws_credentials",
+    "pick_key",
+    "url_host",
+    "vertex_endpoint",
+]

@@ -1,0 +1,177 @@
+"""Canonical request -> Anthropic Messages request body (https://docs.anthropic.com/en/api/messages).
+
+Only the keys of ``provider_metadata["anthropic"]`` declared in ``ROUND_TRIP_METADATA`` are read, each
+checked before it fills a known field. Signed / redacted thinking is sent back only when the
+assistant message came from Anthropic (or from an unknown producer), never a signature minted elsewhere.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from toolwire.errors import UnsupportedContentError
+from toolwire.messages import FilePart, ReasoningPart, ToolCallPart, ToolResultPart
+from toolwire.models._blocks import BlockHistory, tool_input
+from toolwire.models._http import Json
+from toolwire.models._metadata import ANTHROPIC, read_back
+from toolwire.models._settings import SettingNames, sampling_fields
+from toolwire.models.base import ModelRequest, ToolDefinition
+
+if TYPE_CHECKING:  # the model holds the options; it imports this module at run time
+    from toolwire.models.anthropic import AnthropicModel
+
+PROVIDER = "anthropic"
+ROUND_TRIP_METADATA = ANTHROPIC
+"""What the request builder reads back from history (declared in ``toolwire.models._metadata``)."""
+
+# Content block types a tool_result may carry; a tool output shaped as a list of these is sent as-is
+# (e.g. ``[{"type": "text", "text": ...}]``), anything else is sent as text.
+_RESULT_BLOCK_TYPES = frozenset({"text", "image", "document", "search_result", "tool_reference"})
+# Block types of server tool calls and results (server_tool_use, mcp_tool_use; web_search_tool_result, ...):
+# the only types history may choose, so it cannot turn a replayed block into text or anything else.
+_SERVER_CALL = re.compile(r"[a-z][a-z0-9_]*_tool_use")
+_SERVER_RESULT = re.compile(r"[a-z][a-z0-9_]*_tool_result")
+_SETTINGS = SettingNames(max_tokens="max_tokens", top_p="top_p", stop="stop_sequences")
+
+
+def build_body(request: ModelRequest, model: AnthropicModel) -> tuple[Json, list[str]]:
+    """The JSON body for ``POST /v1/messages`` and the warnings about settings it could not honour."""
+    settings = request.settings
+    system, messages = _History().turns(request)
+    fields, warnings = sampling_fields(
+        settings, _SETTINGS, wire="Anthropic", default_max_tokens=model.max_tokens
+    )
+    body: Json = {"model": model.model_name, "messages": messages, "stream": model.stream_enabled, **fields}
+    if system:
+        body["system"] = "\n\n".join(system)
+    tools = [_to_wire_tool(t) for t in request.tools] + [dict(t) for t in model.builtin_tools]
+    if tools:
+        body["tools"] = tools
+        body["tool_choice"] = _to_wire_tool_choice(request.tool_choice, settings.parallel_tool_calls)
+    if model.thinking is not None:
+        body["thinking"] = dict(model.thinking)
+    if request.output_schema is not None:
+        body["output_config"] = {"format": {"type": "json_schema", "schema": request.output_schema}}
+    body.update(settings.extra)
+    return body, warnings
+
+
+def _to_wire_tool(tool: ToolDefinition) -> Json:
+    wire: Json = {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+    if tool.strict:
+        wire["strict"] = True
+    return wire
+
+
+def _to_wire_tool_choice(choice: str, parallel: bool | None) -> Json:
+    match choice:
+        case "auto":
+            wire: Json = {"type": "auto"}
+        case "required":
+            wire = {"type": "any"}
+        case "none":
+            return {"type": "none"}
+        case name:
+            wire = {"type": "tool", "name": name}
+    if parallel is False:
+        wire["disable_parallel_tool_use"] = True
+    return wire
+
+
+class _History(BlockHistory):
+    provider = PROVIDER
+    label = "Anthropic"
+    empty_tool_id = "toolu_empty"
+
+    def text(self, text: str) -> Json:
+        return {"type": "text", "text": text}
+
+    def reasoning(self, part: ReasoningPart) -> Json | None:
+        if part.redacted_data is not None:
+            return {"type": "redacted_thinking", "data": part.redacted_data}
+        if part.signature:
+            return {"type": "thinking", "thinking": part.text, "signature": part.signature}
+        return None  # unsigned thinking cannot be sent back; the API would reject it
+
+    def tool_use(self, part: ToolCallPart, *, own: bool) -> Json | None:
+        if part.provider_executed and not own:
+            return None  # another provider's server-side calls mean nothing to Anthropic
+        # History (possibly sent by a client) only fills known fields, each checked: the API wants ``caller``
+        # and an MCP call's ``server_name`` echoed back, and a server tool keeps its ``*_tool_use`` block type.
+        stored = read_back(part.provider_metadata, ROUND_TRIP_METADATA, PROVIDER)
+        block_type = "tool_use"
+        if part.provider_executed:
+            kind = stored.get("type")
+            block_type = kind if isinstance(kind, str) and _SERVER_CALL.fullmatch(kind) else "server_tool_use"
+        block: Json = {
+            "type": block_type,
+            "id": self.tool_id(part.tool_call_id),
+            "name": part.tool_name,
+            "input": tool_input(part),
+        }
+        caller = _caller(stored.get("caller"))
+        if caller is not None:
+            block["caller"] = caller
+        if part.provider_executed and isinstance(stored.get("server_name"), str):
+            block["server_name"] = stored["server_name"]
+        return block
+
+    def server_result(self, part: ToolResultPart) -> Json | None:
+        """A provider-executed result, replayed from the block we received (``None`` if not ours): its
+        type, content and error flag, nothing else."""
+        stored = read_back(part.provider_metadata, ROUND_TRIP_METADATA, PROVIDER)
+        kind = stored.get("type")
+        if not isinstance(kind, str) or not _SERVER_RESULT.fullmatch(kind):
+            return None
+        block: Json = {"type": kind, "tool_use_id": part.tool_call_id}
+        block["content"] = stored.get("content", part.output)
+        if isinstance(stored.get("is_error"), bool):
+            block["is_error"] = stored["is_error"]
+        return block
+
+    def tool_result(self, part: ToolResultPart) -> Json:
+        output = part.output
+        content: Any
+        if isinstance(output, str) or (
+            isinstance(output, list)
+            and output
+            and all(isinstance(b, dict) and b.get("type") in _RESULT_BLOCK_TYPES for b in output)
+        ):
+            content = output
+        else:
+            content = part.output_text()
+        return {
+            "type": "tool_result",
+            "tool_use_id": self.tool_id(part.tool_call_id),
+            "content": content,
+            "is_error": part.is_error,
+        }
+
+    def file(self, part: FilePart) -> Json:
+        if part.media_type.startswith("image/"):
+            kind = "image"
+        elif part.media_type == "application/pdf":
+            kind = "document"
+        else:
+            raise UnsupportedContentError(f"Anthropic does not accept {part.media_type} files")
+        if part.data is not None:
+            source: Json = {"type": "base64", "media_type": part.media_type, "data": part.data}
+        elif part.url is not None:
+            source = {"type": "url", "url": part.url}
+        else:
+            raise UnsupportedContentError("a file part needs data or url")
+        block: Json = {"type": kind, "source": source}
+        if kind == "document" and part.filename:
+            block["title"] = part.filename
+        return block
+
+
+def _caller(value: Any) -> dict[str, str] | None:
+    """``{"type": "direct"}`` or ``{"type": "code_execution_...", "tool_id": ...}``; nothing else."""
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        return None
+    return {k: v for k, v in value.items() if k in ("type", "tool_id") and isinstance(v, str)}
+
+
+__all__ = ["ROUND_TRIP_METADATA", "build_body"]

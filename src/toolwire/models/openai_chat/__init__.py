@@ -1,0 +1,72 @@
+"""OpenAI Chat Completions adapter (``POST {base_url}/chat/completions``), streaming and non-streaming.
+
+One wire serves OpenAI and every OpenAI-compatible server (vLLM, Ollama, llama.cpp server, Groq, DeepSeek,
+OpenRouter, Gemini's OpenAI endpoint, ...) through ``base_url``. Their differences, as seen in recorded
+traffic, are handled here:
+
+- tool-call deltas are keyed by ``index``; Groq sends a whole call in one delta; a call with an empty id
+  (Gemini's endpoint) gets a deterministic id built from the response id and the call's position;
+- reasoning arrives as ``reasoning_content`` (DeepSeek, vLLM) or ``reasoning`` (Ollama, Groq, OpenRouter);
+  the field name is remembered in ``provider_metadata["openai"]["reasoning_field"]`` and the text goes back
+  in that field of the assistant message (DeepSeek requires it on tool-call turns). The name written is
+  always one of ``REASONING_FIELDS`` (or the configured ``reasoning_field``): history only selects among
+  them, so it can never name another field such as ``role``;
+- Gemini's ``extra_content`` (``{"google": {"thought_signature": ...}}``) is kept on the ToolCallPart
+  (``extra_content`` for a per-call value, ``message_extra_content`` for a message-level one) and sent back
+  in the same place, reduced to that signature (and its ``thought`` flag);
+- usage comes from ``usage`` or Groq's ``x_groq.usage``; ``obfuscation`` padding is ignored;
+- an ``event: error`` frame inside a 200 stream (Groq ``tool_use_failed``) becomes a :class:`StreamError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Unpack
+
+from toolwire.models._http import DONE, Connection, Json, WireParser
+from toolwire.models._openai_shared import OpenAIWireModel
+from toolwire.models.base import ModelRequest, StreamError
+from toolwire.models.openai_chat._request import REASONING_FIELDS, build_body, to_wire_messages
+from toolwire.models.openai_chat._stream import ChatParser
+
+
+class OpenAIChatModel(OpenAIWireModel):
+    """A model behind the Chat Completions wire (OpenAI or any compatible server).
+
+    Without ``api_key``, the key is ``OPENAI_API_KEY`` for OpenAI's own hosts (https ``api.openai.com``) and
+    ``OPENAI_COMPATIBLE_API_KEY`` for any other server, so an OpenAI key never reaches a third party; a
+    loopback server may run without one, ``api_key=""`` says a server takes none, and any other missing
+    key is a :class:`~toolwire.errors.ConfigError` here, when the model is built.
+    ``reasoning_field`` forces the assistant-message field reasoning is sent back in; with it set, assistant
+    tool-call messages always carry it (an empty string when there was no reasoning), as DeepSeek's
+    thinking mode requires. ``include_usage=False`` drops ``stream_options`` for servers that reject it.
+    ``base_url``, ``http_client``, ``stream`` and ``headers``: as for every HTTP adapter
+    (:class:`~toolwire.models._http.HTTPModel`).
+    """
+
+    path = "/chat/completions"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        reasoning_field: str | None = None,
+        include_usage: bool = True,
+        **connection: Unpack[Connection],
+    ) -> None:
+        super().__init__(model, **connection)
+        self.reasoning_field = reasoning_field
+        self.include_usage = include_usage
+
+    def build_body(self, request: ModelRequest) -> tuple[Json, list[str]]:
+        return build_body(request, self)
+
+    def _parser(self) -> WireParser:
+        return ChatParser(model=self.model_name, reasoning_field=self.reasoning_field)
+
+    def _whole_events(self, body: Json) -> Iterable[Json | StreamError]:
+        # A non-streaming completion is one chunk whose ``message`` is the whole delta.
+        return [body, {"type": DONE}]
+
+
+__all__ = ["REASONING_FIELDS", "OpenAIChatModel", "to_wire_messages"]

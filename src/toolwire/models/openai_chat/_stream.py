@@ -1,0 +1,225 @@
+"""Chat Completions chunks (or a whole completion, read as one chunk) -> canonical stream parts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolwire.messages import ProviderMetadata, Usage, new_id
+from toolwire.models._builder import (
+    TextKind,
+    ToolArgsAccumulator,
+    compact_json,
+    text_delta,
+    text_end,
+    text_start,
+)
+from toolwire.models._http import DONE, Json, protocol_error
+from toolwire.models._openai_shared import PROVIDER, as_dict, error_event, finish_reason, meta, usage_from
+from toolwire.models.base import Finish, ModelStreamPart, ResponseMetadata, ToolInputDelta, ToolInputStart
+from toolwire.models.openai_chat._request import REASONING_FIELDS
+
+
+@dataclass(slots=True)
+class _Call:
+    """One tool call being streamed."""
+
+    id: str
+    name: str = ""
+    extra: Any = None
+    started: bool = False
+    closed: bool = False
+    acc: ToolArgsAccumulator = field(default_factory=ToolArgsAccumulator)
+    pending: list[str] = field(default_factory=list)
+    """Fragments that arrived before the name (the start part needs it)."""
+
+
+class ChatParser:
+    """Turns chunks into stream parts; ``done`` is set by ``[DONE]`` or an error."""
+
+    def __init__(self, *, model: str, reasoning_field: str | None) -> None:
+        self.model = model
+        fields = (reasoning_field, *REASONING_FIELDS) if reasoning_field else REASONING_FIELDS
+        self._fields: tuple[str, ...] = tuple(dict.fromkeys(fields))
+        self.response_id: str | None = None
+        self._metadata_sent = False
+        self._blocks = 0
+        self._open: dict[TextKind, str] = {}
+        """The text or reasoning part being streamed (one at a time) -> its id."""
+        self._calls: list[_Call] = []
+        self._by_index: dict[int, _Call] = {}
+        self._message_extra: Any = None
+        self.raw_finish: str | None = None
+        self.usage: Usage | None = None
+        self.done = False
+
+    def feed(self, chunk: Json) -> list[ModelStreamPart]:
+        if chunk.get("type") == DONE:
+            self.done = True
+            return self._finish()
+        if chunk.get("type") == "error" or ("error" in chunk and not chunk.get("choices")):
+            # An ``event: error`` frame (Groq), or how OpenAI reports a late failure.
+            self.done = True
+            return [error_event(chunk, model=self.model)]
+        out: list[ModelStreamPart] = []
+        if not self._metadata_sent:
+            self._metadata_sent = True
+            self.response_id = chunk.get("id") or None
+            out.append(ResponseMetadata(response_id=self.response_id, model=chunk.get("model")))
+        usage = chunk.get("usage") or as_dict(chunk.get("x_groq")).get("usage")
+        if isinstance(usage, dict):
+            self.usage = usage_from(
+                usage,
+                input_key="prompt_tokens",
+                output_key="completion_tokens",
+                input_details="prompt_tokens_details",
+                output_details="completion_tokens_details",
+            )
+        choices = chunk.get("choices")
+        if isinstance(choices, list) and choices:
+            # n > 1 is not supported: choice 0 is the answer.
+            choice = next((as_dict(c) for c in choices if as_dict(c).get("index", 0) == 0), {})
+            out += self._delta(as_dict(choice.get("delta") or choice.get("message")))
+            reason = choice.get("finish_reason")
+            if isinstance(reason, str) and reason:
+                self.raw_finish = reason
+                out += self._close_all()
+        return out
+
+    def end(self) -> list[ModelStreamPart]:
+        """The body ended without ``[DONE]``: complete if a finish_reason came, else cut off."""
+        if self.raw_finish is None:
+            return [
+                protocol_error("the stream ended early", provider=PROVIDER, model=self.model, retryable=True)
+            ]
+        return self._finish()
+
+    def _finish(self) -> list[ModelStreamPart]:
+        out = self._close_all()
+        out.append(
+            Finish(
+                reason=finish_reason(self.raw_finish, has_tool_calls=bool(self._calls)),
+                raw_reason=self.raw_finish,
+                usage=self.usage or Usage(requests=1),
+            )
+        )
+        return out
+
+    def _delta(self, delta: Json) -> list[ModelStreamPart]:
+        out: list[ModelStreamPart] = []
+        if isinstance(delta.get("extra_content"), dict):
+            self._message_extra = delta["extra_content"]
+        for name in self._fields:
+            value = delta.get(name)
+            if isinstance(value, str) and value:
+                out += self._text_delta("reasoning", value, meta(reasoning_field=name))
+                break  # some servers repeat the same text under both names
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            out += self._text_delta("text", content)
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for position, call in enumerate(calls):
+                out += self._call_delta(position, as_dict(call))
+        return out
+
+    def _next_id(self, kind: TextKind) -> str:
+        self._blocks += 1
+        return f"{kind}-{self._blocks}"
+
+    def _text_delta(
+        self, kind: TextKind, text: str, metadata: ProviderMetadata | None = None
+    ) -> list[ModelStreamPart]:
+        """Text or reasoning; one ends where the other starts."""
+        out = self._close("reasoning" if kind == "text" else "text")
+        part_id = self._open.get(kind)
+        if part_id is None:
+            part_id = self._open[kind] = self._next_id(kind)
+            out.append(text_start(kind, part_id, metadata))
+        out.append(text_delta(kind, part_id, text))
+        return out
+
+    def _call_delta(self, position: int, delta: Json) -> list[ModelStreamPart]:
+        index = delta.get("index")
+        index = index if isinstance(index, int) else position
+        function = as_dict(delta.get("function"))
+        name = function.get("name") if isinstance(function.get("name"), str) else ""
+        call_id = delta.get("id") if isinstance(delta.get("id"), str) else ""
+        call = self._by_index.get(index)
+        # A new id, or a name without an id, on an index already in use means a new call: some servers
+        # (Gemini's endpoint among them) reuse index 0 for every parallel call.
+        if (
+            call is None
+            or call.closed
+            or (call_id and call_id != call.id)
+            or (name and call.name and not call_id)
+        ):
+            call = _Call(id=call_id or self._generated_id())
+            self._calls.append(call)
+            self._by_index[index] = call
+        # Text and reasoning before a call are complete once it starts (a message-level extra_content
+        # then rides on the first call, see _close_all), so they close here, in stream order.
+        out = self._close("reasoning") + self._close("text")
+        call.name = call.name or name or ""
+        if isinstance(delta.get("extra_content"), dict):
+            call.extra = delta["extra_content"]
+        arguments = function.get("arguments")
+        fragment = arguments if isinstance(arguments, str) else ""
+        if isinstance(arguments, dict):  # a few servers send an object instead of JSON text
+            fragment = compact_json(arguments)
+        if fragment:
+            call.acc.add(fragment)
+            call.pending.append(fragment)
+        if call.name:
+            out += self._start(call)
+        return out
+
+    def _generated_id(self) -> str:
+        # Deterministic when the response has an id, so replays of a recording agree.
+        if self.response_id:
+            return f"call_{self.response_id}_{len(self._calls)}"
+        return new_id("call_")
+
+    def _start(self, call: _Call) -> list[ModelStreamPart]:
+        out: list[ModelStreamPart] = []
+        if not call.started:
+            call.started = True
+            metadata = meta(extra_content=call.extra)
+            out.append(ToolInputStart(tool_call_id=call.id, tool_name=call.name, provider_metadata=metadata))
+        out += [ToolInputDelta(tool_call_id=call.id, delta=f) for f in call.pending]
+        call.pending.clear()
+        return out
+
+    def _close(self, kind: TextKind, extra: Any = None) -> list[ModelStreamPart]:
+        part_id = self._open.pop(kind, None)
+        if part_id is None:
+            return []
+        return [text_end(kind, part_id, meta(message_extra_content=extra))]
+
+    def _close_all(self) -> list[ModelStreamPart]:
+        # A message-level extra_content (Gemini's signature) rides on the first call, else on the text.
+        extra, self._message_extra = self._message_extra, None
+        open_calls = [c for c in self._calls if not c.closed]
+        out: list[ModelStreamPart] = []
+        for position, call in enumerate(open_calls):
+            out += self._start(call)
+            call.closed = True
+            out.append(
+                call.acc.end(
+                    id=call.id,
+                    tool_name=call.name,
+                    provider_metadata=meta(
+                        extra_content=call.extra, message_extra_content=extra if position == 0 else None
+                    ),
+                )
+            )
+        if open_calls:
+            extra = None
+        if "text" in self._open:
+            out += self._close("text", extra)
+            extra = None
+        out += self._close("reasoning", extra)
+        return out
+
+
+__all__ = ["ChatParser"]

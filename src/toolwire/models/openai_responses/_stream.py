@@ -1,0 +1,329 @@
+"""Responses API events -> canonical stream parts. A whole (non-streamed) response is first replayed as the
+events a stream would have ended each item with (:func:`events_from_response`), so both share one parser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolwire.messages import Usage
+from toolwire.models._builder import (
+    TextKind,
+    ToolArgsAccumulator,
+    text_delta,
+    text_end,
+    text_start,
+    whole_tool_input,
+)
+from toolwire.models._http import Json, protocol_error
+from toolwire.models._openai_shared import PROVIDER, as_dict, error_event, finish_reason, meta, usage_from
+from toolwire.models.base import (
+    Finish,
+    ModelStreamPart,
+    ResponseMetadata,
+    StreamError,
+    ToolInputDelta,
+    ToolInputStart,
+    ToolResult,
+)
+from toolwire.models.openai_responses._request import PROVIDER_EXECUTED_ITEMS
+
+
+def events_from_response(body: Json, *, model: str) -> Iterator[Json | StreamError]:
+    """The events ending each item of a whole response, between ``response.created`` and its end."""
+    if "output" not in body:
+        yield error_event(body, model=model)
+        return
+    yield {"type": "response.created", "response": body}
+    for item in body.get("output") or []:
+        yield {"type": "response.output_item.done", "item": item}
+    status = body.get("status")
+    yield {"type": "response.failed" if status == "failed" else "response.completed", "response": body}
+
+
+@dataclass(slots=True)
+class _Item:
+    """An output item being streamed."""
+
+    id: str
+    type: str
+    call_id: str = ""
+    name: str = ""
+    phase: str | None = None
+    acc: ToolArgsAccumulator = field(default_factory=ToolArgsAccumulator)
+    done_args: str | None = None
+    open: dict[int, str] = field(default_factory=dict)
+    """Open text/summary parts: content or summary index -> stream part id."""
+    streamed: set[int] = field(default_factory=set)
+    """Indexes whose text arrived as deltas (the rest is taken from the done item)."""
+    ended: set[int] = field(default_factory=set)
+
+
+class ResponsesParser:
+    """Turns Responses events into stream parts. Items are keyed by item id, never by arrival order."""
+
+    def __init__(self, *, model: str) -> None:
+        self.model = model
+        self.done = False
+        """Set by the response's end (completed, incomplete, failed) or an error."""
+        self._items: dict[str, _Item] = {}
+        self._has_calls = False
+        self._handlers: dict[str, Callable[[Json], list[ModelStreamPart]]] = {
+            "response.created": self._created,
+            "response.output_item.added": lambda e: self._added(as_dict(e.get("item"))),
+            "response.output_item.done": lambda e: self._done(as_dict(e.get("item"))),
+            "response.content_part.added": self._content_part_added,
+            "response.output_text.delta": lambda e: self._part_delta(e, "text"),
+            "response.content_part.done": self._content_part_done,
+            "response.reasoning_summary_part.added": self._summary_part_added,
+            "response.reasoning_summary_text.delta": lambda e: self._part_delta(e, "reasoning"),
+            "response.function_call_arguments.delta": self._arguments_delta,
+            "response.function_call_arguments.done": self._arguments_done,
+            "response.completed": self._completed,
+            "response.incomplete": self._completed,
+            "response.failed": self._failed,
+            "error": self._error,
+        }
+
+    def feed(self, event: Json) -> list[ModelStreamPart]:
+        handler = self._handlers.get(str(event.get("type")))
+        return handler(event) if handler is not None else []
+
+    def end(self) -> list[ModelStreamPart]:
+        message = "the stream ended before response.completed"
+        return [protocol_error(message, provider=PROVIDER, model=self.model, retryable=True)]
+
+    def _created(self, event: Json) -> list[ModelStreamPart]:
+        response = as_dict(event.get("response"))
+        return [ResponseMetadata(response_id=response.get("id"), model=response.get("model"))]
+
+    def _added(self, item: Json) -> list[ModelStreamPart]:
+        item_id, item_type = str(item.get("id") or ""), str(item.get("type") or "")
+        if not item_id or item_id in self._items:
+            return []
+        state = self._items[item_id] = _Item(id=item_id, type=item_type)
+        if item_type == "function_call":
+            self._has_calls = True
+            state.call_id = str(item.get("call_id") or item_id)
+            state.name = str(item.get("name") or "")
+            start = ToolInputStart(
+                tool_call_id=state.call_id, tool_name=state.name, provider_metadata=meta(item_id=item_id)
+            )
+            return [start, *self._arguments(state, item.get("arguments"))]
+        if item_type == "reasoning":
+            return self._open_summary(state, 0)
+        if item_type == "message":
+            state.phase = item.get("phase") if isinstance(item.get("phase"), str) else None
+            return []
+        if item_type in PROVIDER_EXECUTED_ITEMS:
+            state.name = item_type.removesuffix("_call")
+            metadata = meta(item_id=item_id, item_type=item_type)
+            return [
+                ToolInputStart(
+                    tool_call_id=item_id,
+                    tool_name=state.name,
+                    provider_metadata=metadata,
+                    provider_executed=True,
+                )
+            ]
+        return []
+
+    def _arguments(self, state: _Item, fragment: Any) -> list[ModelStreamPart]:
+        if not isinstance(fragment, str) or not fragment:
+            return []
+        state.acc.add(fragment)
+        return [ToolInputDelta(tool_call_id=state.call_id, delta=fragment)]
+
+    def _arguments_delta(self, event: Json) -> list[ModelStreamPart]:
+        state = self._items.get(str(event.get("item_id")))
+        return self._arguments(state, event.get("delta")) if state is not None else []
+
+    def _arguments_done(self, event: Json) -> list[ModelStreamPart]:
+        state = self._items.get(str(event.get("item_id")))
+        if state is not None and isinstance(event.get("arguments"), str):
+            state.done_args = event["arguments"]
+        return []
+
+    # -- messages
+
+    def _open_text(self, state: _Item, index: int) -> list[ModelStreamPart]:
+        if index in state.open or index in state.ended:
+            return []
+        part_id = state.open[index] = f"{state.id}:{index}"
+        return [text_start("text", part_id, meta(item_id=state.id, phase=state.phase))]
+
+    def _content_part_added(self, event: Json) -> list[ModelStreamPart]:
+        state = self._items.get(str(event.get("item_id")))
+        if state is None or as_dict(event.get("part")).get("type") != "output_text":
+            return []
+        return self._open_text(state, int(event.get("content_index") or 0))
+
+    def _part_delta(self, event: Json, kind: TextKind) -> list[ModelStreamPart]:
+        """Text of a message's content part, or of a reasoning item's summary part."""
+        state = self._items.get(str(event.get("item_id")))
+        delta = event.get("delta")
+        if state is None or not isinstance(delta, str):
+            return []
+        if kind == "text":
+            index = int(event.get("content_index") or 0)
+            out = self._open_text(state, index)
+        else:
+            index = int(event.get("summary_index") or 0)
+            out = self._open_summary(state, index)
+        state.streamed.add(index)
+        return [*out, text_delta(kind, state.open[index], delta)] if index in state.open else out
+
+    def _content_part_done(self, event: Json) -> list[ModelStreamPart]:
+        state = self._items.get(str(event.get("item_id")))
+        part = as_dict(event.get("part"))
+        if state is None or part.get("type") != "output_text":
+            return []
+        return self._end_text(state, int(event.get("content_index") or 0), part)
+
+    def _end_text(self, state: _Item, index: int, part: Json) -> list[ModelStreamPart]:
+        out = self._open_text(state, index)
+        part_id = state.open.pop(index, None)
+        if part_id is None:
+            return out
+        text = part.get("text")
+        if index not in state.streamed and isinstance(text, str) and text:
+            out.append(text_delta("text", part_id, text))
+        state.ended.add(index)
+        out.append(text_end("text", part_id, meta(annotations=part.get("annotations") or None)))
+        return out
+
+    # -- reasoning
+
+    def _open_summary(self, state: _Item, index: int) -> list[ModelStreamPart]:
+        if index in state.open:
+            return []
+        out = self._close_summaries(state)
+        part_id = state.open[index] = f"{state.id}:{index}"
+        out.append(text_start("reasoning", part_id, meta(item_id=state.id)))
+        return out
+
+    def _close_summaries(self, state: _Item, encrypted: Any = None) -> list[ModelStreamPart]:
+        out: list[ModelStreamPart] = []
+        for index in sorted(state.open):
+            last = index == max(state.open)
+            metadata = meta(item_id=state.id, encrypted_content=encrypted if last else None)
+            out.append(text_end("reasoning", state.open[index], metadata))
+        state.open.clear()
+        return out
+
+    def _summary_part_added(self, event: Json) -> list[ModelStreamPart]:
+        state = self._items.get(str(event.get("item_id")))
+        return self._open_summary(state, int(event.get("summary_index") or 0)) if state is not None else []
+
+    # -- item completion
+
+    def _done(self, item: Json) -> list[ModelStreamPart]:
+        item_id = str(item.get("id") or "")
+        out = self._added(item) if item_id not in self._items else []
+        state = self._items.get(item_id)
+        if state is None:
+            return out
+        match state.type:
+            case "function_call":
+                out += self._end_call(state, item)
+            case "reasoning":
+                out += self._end_reasoning(state, item)
+            case "message":
+                for index, part in enumerate(item.get("content") or []):
+                    if as_dict(part).get("type") == "output_text":
+                        out += self._end_text(state, index, as_dict(part))
+            case kind if kind in PROVIDER_EXECUTED_ITEMS:
+                out += self._end_provider_call(state, item)
+            case _:
+                pass
+        return out
+
+    def _end_call(self, state: _Item, item: Json) -> list[ModelStreamPart]:
+        final = item.get("arguments") if isinstance(item.get("arguments"), str) else state.done_args
+        out: list[ModelStreamPart] = []
+        if final is not None and final != state.acc.text():
+            # The done value is authoritative (it equals the joined deltas in every recording).
+            if not state.acc.text():
+                out.append(ToolInputDelta(tool_call_id=state.call_id, delta=final))
+            state.acc = ToolArgsAccumulator()
+            state.acc.add(final)
+        out.append(
+            state.acc.end(id=state.call_id, tool_name=state.name, provider_metadata=meta(item_id=state.id))
+        )
+        return out
+
+    def _end_reasoning(self, state: _Item, item: Json) -> list[ModelStreamPart]:
+        out: list[ModelStreamPart] = []
+        for index, summary in enumerate(item.get("summary") or []):
+            text = as_dict(summary).get("text")
+            if index not in state.streamed and isinstance(text, str) and text:
+                out += self._open_summary(state, index)
+                out.append(text_delta("reasoning", state.open[index], text))
+        if not state.open:
+            out += self._open_summary(state, 0)
+        return out + self._close_summaries(state, item.get("encrypted_content"))
+
+    def _end_provider_call(self, state: _Item, item: Json) -> list[ModelStreamPart]:
+        args, output = _split_provider_item(item)
+        metadata = meta(item_id=state.id, item_type=state.type)
+        inputs = whole_tool_input(
+            state.id, state.name, args, provider_metadata=metadata, provider_executed=True
+        )
+        result = ToolResult(
+            tool_call_id=state.id, tool_name=state.name, output=output, provider_metadata=metadata
+        )
+        return [*inputs, result]
+
+    # -- end of response
+
+    def _completed(self, event: Json) -> list[ModelStreamPart]:
+        self.done = True
+        response = as_dict(event.get("response"))
+        status = response.get("status") if isinstance(response.get("status"), str) else None
+        incomplete = as_dict(response.get("incomplete_details")).get("reason")
+        raw = incomplete if isinstance(incomplete, str) else status
+        usage = as_dict(response.get("usage"))
+        return [
+            Finish(
+                reason=finish_reason(raw, has_tool_calls=self._has_calls),
+                raw_reason=raw,
+                usage=usage_from(
+                    usage,
+                    input_key="input_tokens",
+                    output_key="output_tokens",
+                    input_details="input_tokens_details",
+                    output_details="output_tokens_details",
+                )
+                if usage
+                else Usage(requests=1),
+            )
+        ]
+
+    def _failed(self, event: Json) -> list[ModelStreamPart]:
+        self.done = True
+        response = as_dict(event.get("response"))
+        return [
+            error_event(
+                {"error": as_dict(response.get("error")) or {"message": "response failed"}}, model=self.model
+            )
+        ]
+
+    def _error(self, event: Json) -> list[ModelStreamPart]:
+        self.done = True
+        return [error_event(event, model=self.model)]
+
+
+def _split_provider_item(item: Json) -> tuple[dict[str, Any], Any]:
+    """(input, output) of a provider-executed item: the query is the call, what came back is the result."""
+    if item.get("type") == "web_search_call":
+        action = dict(as_dict(item.get("action")))
+        output: Json = {"status": item.get("status")}
+        if "sources" in action:
+            output["sources"] = action.pop("sources")
+        return action, output
+    return {}, {k: v for k, v in item.items() if k not in ("id", "type")}
+
+
+__all__ = ["ResponsesParser", "events_from_response"]

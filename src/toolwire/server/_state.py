@@ -1,0 +1,94 @@
+"""``ToolwireServer``: what every endpoint shares (agent, store, auth, hub, limits, runs), and who may use
+which session.
+
+A session's owner is fixed atomically when it is created (the store's first writer wins) and checked again
+at every read, write, command and subscription; a session that does not exist and a session of another
+user are refused alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.websockets import WebSocket
+
+from toolwire.agent.agent import Agent
+from toolwire.errors import ConfigError
+from toolwire.server._input import Limits
+from toolwire.server.auth import Auth
+from toolwire.server.errors import RequestError, not_found
+from toolwire.server.hub import EventHub
+from toolwire.server.runs import RunManager
+from toolwire.server.ui_stream import ClientFeatures, parse_client_version
+from toolwire.store.base import Store
+from toolwire.store.records import SessionInfo
+
+
+class ToolwireServer:
+    """One agent, one store, one hub, and the rules about sessions and users."""
+
+    def __init__(
+        self,
+        agent: Agent[Any, Any],
+        *,
+        auth: Auth,
+        hub: EventHub,
+        limits: Limits,
+        ai_sdk_version: str | None,
+    ) -> None:
+        self.agent = agent
+        self.auth = auth
+        self.hub = hub
+        self.limits = limits
+        try:
+            self.features = ClientFeatures.for_version(parse_client_version(ai_sdk_version))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        self.runs = RunManager(agent, hub)
+
+    async def store(self) -> Store:
+        """The agent's store, opened on first use."""
+        return await self.agent.get_store()
+
+    def user(self, request: Request | WebSocket) -> str:
+        """The caller's user id (its token's, or the development user); a :class:`RequestError` if refused."""
+        client = request.client.host if request.client else None
+        return self.auth.user_for(
+            request.headers.get("authorization"), request.query_params.get("token"), client
+        )
+
+    async def owns(self, info: SessionInfo, user: str) -> bool:
+        """Whether ``user`` owns the session: its own row and, for a sub-session, its conversation's root."""
+        if info.user_id != user:
+            return False
+        root_id = info.user_session_id or info.id
+        if root_id == info.id:
+            return True
+        root = await (await self.store()).get_session(root_id)
+        return root is not None and root.user_id == user
+
+    async def authorize(self, session_id: str, user: str) -> SessionInfo:
+        """An existing session of ``user``; 404 alike for sessions that do not exist or are someone else's."""
+        info = await (await self.store()).get_session(session_id)
+        if info is None or not await self.owns(info, user):
+            raise not_found(session_id)
+        return info
+
+    async def claim(self, session_id: str, user: str) -> SessionInfo:
+        """The session for a new turn: created for ``user`` if it does not exist, in one atomic step (the
+        first writer fixes the owner), otherwise only if ``user`` owns it; 404 alike if not."""
+        store = await self.store()
+        info = await store.ensure_session(
+            SessionInfo(id=session_id, user_session_id=session_id, user_id=user)
+        )
+        if not await self.owns(info, user):
+            raise not_found(session_id)
+        if info.parent_session_id:
+            raise RequestError("sub-agent sessions take no user messages", status=403, kind="forbidden")
+        return info
+
+    async def close(self) -> None:
+        """Shutdown: cancel every run (stored as cancelled), then end every open stream."""
+        await self.runs.shutdown()
+        self.hub.close_all()

@@ -1,0 +1,126 @@
+"""``POST /api/chat``: the Vercel AI SDK endpoint (``useChat`` and its default transport).
+
+The request carries the client's whole conversation, but the store stays authoritative: the client's
+earlier messages are only imported into a conversation the store does not know yet
+(:func:`_import_client_history`, the one place the server writes messages outside the agent loop); the
+last message is the new turn. The answer is that run's events as an AI SDK UI message stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from toolwire.errors import SessionAccessError
+from toolwire.events import InteractionEnd
+from toolwire.messages import new_id
+from toolwire.server._input import check_prompt, check_session_id, read_json
+from toolwire.server._sse import PING, data_frame, with_pings
+from toolwire.server._state import ToolwireServer
+from toolwire.server.errors import RequestError, not_found
+from toolwire.server.hub import Subscription
+from toolwire.server.ui_messages import last_user_text, ui_messages_to_history
+from toolwire.server.ui_stream import (
+    DONE_FRAME,
+    UI_STREAM_HEADERS,
+    ClientFeatures,
+    UIStreamEncoder,
+    parse_client_version,
+)
+from toolwire.store.records import SessionInfo
+
+VERSION_HEADER = "x-toolwire-ai-sdk-version"
+"""A request may name its AI SDK client version here, overriding the server's ``ai_sdk_version``."""
+_FELL_BEHIND = data_frame({"type": "error", "errorText": "the stream fell too far behind; reload"})
+
+
+class ChatEndpoint:
+    """``POST /api/chat`` over one :class:`ToolwireServer`."""
+
+    def __init__(self, server: ToolwireServer) -> None:
+        self.server = server
+
+    async def post(self, request: Request) -> Response:
+        """Start the turn of an AI SDK chat request; answer with its UI message stream."""
+        server = self.server
+        user = server.user(request)
+        body = await read_json(request, server.limits)
+        if not isinstance(body, dict):
+            raise RequestError("the body must be the chat request object {id, messages, trigger}")
+        session_id = check_session_id(body.get("id"))
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            raise RequestError("'messages' must be an array of UI messages")
+        if len(messages) > server.limits.max_messages:
+            raise RequestError(
+                f"more than {server.limits.max_messages} messages", status=413, kind="too_large"
+            )
+        trigger = body.get("trigger", "submit-message")
+        if trigger not in ("submit-message", "regenerate-message"):
+            raise RequestError(f"unknown trigger {trigger!r}")
+        features = server.features
+        if (version := request.headers.get(VERSION_HEADER)) is not None:
+            try:
+                features = ClientFeatures.for_version(parse_client_version(version))
+            except ValueError as exc:
+                raise RequestError(str(exc)) from exc
+        prompt = check_prompt(last_user_text(messages), server.limits)
+        history = ui_messages_to_history(messages[:-1], session_id=session_id)
+        await self._import_client_history(session_id, user, history)
+
+        # Subscribed before the run starts, so the stream misses none of its events.
+        subscription = server.hub.subscribe(session_id, None)
+        try:
+            await server.runs.start(session_id, prompt, user_id=user)
+        except BaseException:
+            subscription.close()
+            raise
+        encoder = UIStreamEncoder(session_id, new_id("msg_"), features)
+        return StreamingResponse(
+            _ui_stream(encoder, subscription, server.limits.ping_interval), headers=UI_STREAM_HEADERS
+        )
+
+    async def _import_client_history(self, session_id: str, user: str, history: list[Any]) -> None:
+        """Claim the session; a conversation the store does not know yet starts from the client's messages.
+
+        The one store writer outside the agent loop: one transaction, so a refused or killed request writes
+        nothing, and a known conversation is left as the store has it.
+        """
+        if not history:
+            await self.server.claim(session_id, user)
+            return
+        store = await self.server.store()
+        info = SessionInfo(id=session_id, user_session_id=session_id, user_id=user)
+        try:
+            await store.import_history(info, history, interaction_id=new_id("import_"))
+        except SessionAccessError:
+            raise not_found(session_id) from None
+        await self.server.claim(session_id, user)  # a sub-session id is refused here like everywhere
+
+
+async def _ui_stream(
+    encoder: UIStreamEncoder, subscription: Subscription, ping_interval: float
+) -> AsyncIterator[bytes]:
+    """The run's events of the chat's own session, until its interaction ends; then ``[DONE]``."""
+    try:
+        yield data_frame(encoder.start())
+        async for item in with_pings(subscription, ping_interval):
+            if item is None:
+                yield PING
+                continue
+            event = item.event
+            if event is None:  # a stream-reset: this client fell too far behind
+                yield _FELL_BEHIND
+                break
+            for chunk in encoder.encode(event):
+                yield data_frame(chunk)
+            if isinstance(event, InteractionEnd) and event.session_id == encoder.session_id:
+                break
+        else:
+            yield _FELL_BEHIND  # the stream ended (server shutdown) before the run did
+        yield DONE_FRAME
+    finally:
+        subscription.close()

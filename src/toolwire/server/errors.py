@@ -1,0 +1,63 @@
+"""Refused requests: :class:`RequestError`, the JSON it answers with, and the Starlette handlers.
+
+Endpoints raise (``RequestError``, or the store's ``SessionAccessError`` / ``SessionBusyError``); the
+handlers in :data:`EXCEPTION_HANDLERS` answer ``{"error": {"type", "message"}}`` with a 4xx status. A
+session that does not exist and a session of someone else answer the same 404, so nothing tells them
+apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ExceptionHandler
+
+from toolwire.errors import SessionAccessError, SessionBusyError, ToolwireError
+
+
+class RequestError(ToolwireError):
+    """A client request the server cannot accept (malformed body, over a limit, unknown session)."""
+
+    def __init__(self, message: str, *, status: int = 400, kind: str = "bad_request") -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+def not_found(session_id: str) -> RequestError:
+    """The one 404 for a session that does not exist or is not the caller's."""
+    return RequestError(f"no session {session_id!r}", status=404, kind="not_found")
+
+
+def error_body(exc: Exception) -> dict[str, Any]:
+    """The JSON body of a refusal (its ``error`` member is also a WebSocket ``error`` message)."""
+    if isinstance(exc, RequestError):
+        return {"error": {"type": exc.kind, "message": str(exc)}}
+    if isinstance(exc, SessionBusyError):
+        return {"error": {"type": "session_busy", "message": str(exc)}}
+    return {"error": {"type": "internal", "message": "internal server error"}}
+
+
+async def _request_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestError)
+    return JSONResponse(error_body(exc), status_code=exc.status)
+
+
+async def _access_error(request: Request, exc: Exception) -> Response:
+    # The store refused another user's session: answered exactly like a session that does not exist.
+    session_id = str(request.path_params.get("session_id", ""))
+    return JSONResponse(error_body(not_found(session_id)), status_code=404)
+
+
+async def _busy(request: Request, exc: Exception) -> Response:
+    return JSONResponse(error_body(exc), status_code=409)
+
+
+EXCEPTION_HANDLERS: dict[Any, ExceptionHandler] = {
+    RequestError: _request_error,
+    SessionAccessError: _access_error,
+    SessionBusyError: _busy,
+}
+"""For ``Starlette(exception_handlers=...)``: HTTP endpoints only (WebSocket endpoints close with a code)."""

@@ -1,0 +1,259 @@
+"""The native API: a user's sessions and their history, new sessions and turns, cancel, and the live event
+stream over SSE or WebSocket.
+
+Every path resolves the caller first and checks the session's owner (:mod:`toolwire.server._state`) before
+it reads, writes or subscribes; HTTP refusals are raised and answered by :mod:`toolwire.server.errors`,
+a WebSocket closes with ``4000 + status`` instead (``4409`` when its stream was reset).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from toolwire.errors import SessionAccessError, SessionBusyError
+from toolwire.messages import MessageAdapter, new_id
+from toolwire.server._input import (
+    check_prompt,
+    check_session_id,
+    int_param,
+    make_page_cursor,
+    page_cursor,
+    parse_json,
+    read_json,
+    stream_cursor,
+)
+from toolwire.server._sse import CONNECTED, PING, SSE_HEADERS, event_frame, with_pings
+from toolwire.server._state import ToolwireServer
+from toolwire.server.errors import RequestError, error_body, not_found
+from toolwire.server.hub import Subscription
+from toolwire.store.records import SessionInfo
+from toolwire.transcript import merge_histories
+
+
+class NativeEndpoints:
+    """The native endpoints over one :class:`ToolwireServer`."""
+
+    def __init__(self, server: ToolwireServer) -> None:
+        self.server = server
+
+    # -- history ---------------------------------------------------------------------------------
+
+    async def list_sessions(self, request: Request) -> Response:
+        """The caller's conversations (top-level sessions), newest first, a page at a time."""
+        user = self.server.user(request)
+        limit = int_param(request.query_params.get("limit"), default=50, low=1, high=200, name="limit")
+        after = page_cursor(request.query_params.get("cursor"))
+        store = await self.server.store()
+        rows = await store.list_sessions(user_id=user, limit=limit + 1, top_level=True, after=after)
+        page = rows[:limit]
+        more = len(rows) > limit
+        return JSONResponse(
+            {
+                "sessions": [_session_json(s) for s in page],
+                "next_cursor": make_page_cursor(page[-1]) if more and page else None,
+            }
+        )
+
+    async def session_messages(self, request: Request) -> Response:
+        """A session's history merged with its sub-sessions', and the cursor to follow it live from."""
+        server = self.server
+        user = server.user(request)
+        session_id = check_session_id(request.path_params["session_id"])
+        info = await server.authorize(session_id, user)
+        store = await server.store()
+        tree = await store.list_sessions(user_session_id=info.user_session_id or info.id, limit=100_000)
+        subtree = _subtree(session_id, tree, info)
+        root = info.user_session_id or info.id
+        if server.runs.running(root) or await store.run_in_progress(root):
+            # A live run: its pending calls are still running; their results arrive as events.
+            histories = [await store.raw_messages(s.id) for s in subtree]
+        else:
+            # Repaired (nothing is marked): after a crash the client sees the interrupted calls and the
+            # results that did finish, exactly what the model will be sent.
+            histories = [await store.load_history(s.id) for s in subtree]
+        merged = merge_histories(histories)
+        cursor = server.hub.resume_cursor(session_id, {s.id: s.last_seq for s in subtree})
+        return JSONResponse(
+            {
+                "session_id": session_id,
+                "messages": [MessageAdapter.dump_python(m, mode="json") for m in merged],
+                "parents": {
+                    s.id: s.parent_session_id for s in subtree if s.id != session_id and s.parent_session_id
+                },
+                "last_seq": {s.id: s.last_seq for s in subtree},
+                "cursor": cursor,
+                "running": server.runs.running(session_id),
+            }
+        )
+
+    # -- runs --------------------------------------------------------------------------------------
+
+    async def create_session(self, request: Request) -> Response:
+        """An empty conversation owned by the caller (so its event stream can be opened before the first turn)."""
+        server = self.server
+        user = server.user(request)
+        length = request.headers.get("content-length") or "0"
+        body = await read_json(request, server.limits) if length != "0" else {}
+        raw = body.get("session_id") if isinstance(body, dict) else None
+        session_id = check_session_id(raw) if raw is not None else new_id("web-")
+        store = await server.store()
+        if not await store.create_session(
+            SessionInfo(id=session_id, user_session_id=session_id, user_id=user)
+        ):
+            # The same answer whoever holds the id (the caller or another user): no ownership oracle.
+            raise RequestError(f"session id {session_id!r} is taken", status=409, kind="exists")
+        return JSONResponse(
+            {"session_id": session_id, "cursor": server.hub.cursor(session_id)}, status_code=201
+        )
+
+    async def post_message(self, request: Request) -> Response:
+        """Start a turn (202 once the run holds the session); its events follow on the stream."""
+        server = self.server
+        user = server.user(request)
+        session_id = check_session_id(request.path_params["session_id"])
+        body = await read_json(request, server.limits)
+        if not isinstance(body, dict):
+            raise RequestError("the body must be an object with 'text'")
+        text = check_prompt(body.get("text"), server.limits)
+        await server.claim(session_id, user)
+        cursor = server.hub.cursor(session_id)
+        await server.runs.start(session_id, text, user_id=user)
+        # Subscribing with ``after=cursor`` receives this run's events from its very first one.
+        return JSONResponse({"session_id": session_id, "accepted": True, "cursor": cursor}, status_code=202)
+
+    async def cancel(self, request: Request) -> Response:
+        """Cancel the session's run in this process (stored as cancelled); ``cancelled``: was one running."""
+        server = self.server
+        user = server.user(request)
+        session_id = check_session_id(request.path_params["session_id"])
+        await server.authorize(session_id, user)
+        cancelled = await server.runs.cancel(session_id)
+        return JSONResponse({"session_id": session_id, "cancelled": cancelled})
+
+    # -- streams -----------------------------------------------------------------------------------
+
+    async def events(self, request: Request) -> Response:
+        """The session's events over SSE, resumed after ``Last-Event-ID`` (or ``?after=``)."""
+        server = self.server
+        user = server.user(request)
+        session_id = check_session_id(request.path_params["session_id"])
+        await server.authorize(session_id, user)
+        after = stream_cursor(request.headers.get("last-event-id") or request.query_params.get("after"))
+        subscription = server.hub.subscribe(session_id, after)
+        return StreamingResponse(
+            _event_stream(subscription, server.limits.ping_interval), headers=SSE_HEADERS
+        )
+
+    async def websocket(self, websocket: WebSocket) -> None:
+        """The session's events, and ``user-message`` / ``cancel`` commands, over one WebSocket."""
+        server = self.server
+        try:
+            user = server.user(websocket)
+            session_id = check_session_id(websocket.path_params["session_id"])
+            after = stream_cursor(websocket.query_params.get("after"))
+            # Opening a socket on a new id creates that session for the caller, atomically: it can never
+            # be bound to a session someone else creates later.
+            await server.claim(session_id, user)
+        except RequestError as exc:
+            await websocket.close(code=4000 + exc.status, reason=str(exc)[:120])
+            return
+        except SessionAccessError:
+            await websocket.close(code=4404, reason=f"no session {session_id!r}"[:120])
+            return
+        await websocket.accept()
+        subscription = server.hub.subscribe(session_id, after)
+        sender = asyncio.create_task(_ws_send(websocket, subscription))
+        try:
+            while True:
+                frame = await websocket.receive()
+                if frame["type"] == "websocket.disconnect":
+                    break
+                if frame.get("text") is None:
+                    await websocket.close(code=1003, reason="send JSON text frames")
+                    break
+                try:
+                    message = parse_json(frame["text"], server.limits)
+                except RequestError as exc:
+                    await websocket.close(code=1007, reason=str(exc)[:120])
+                    break
+                await self._ws_command(websocket, session_id, user, message)
+        except (WebSocketDisconnect, RuntimeError):
+            pass
+        finally:
+            subscription.close()
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await sender
+
+    async def _ws_command(self, websocket: WebSocket, session_id: str, user: str, message: Any) -> None:
+        """Run one command; a refused one is answered with an ``error`` message and the socket stays open."""
+        server = self.server
+        try:
+            if not isinstance(message, dict) or message.get("type") not in ("user-message", "cancel"):
+                raise RequestError("send {'type': 'user-message', 'text': ...} or {'type': 'cancel'}")
+            await server.authorize(session_id, user)  # every command is checked at the moment it runs
+            if message["type"] == "cancel":
+                await server.runs.cancel(session_id)
+                return
+            text = check_prompt(message.get("text"), server.limits)
+            await server.runs.start(session_id, text, user_id=user)
+            await websocket.send_json({"type": "accepted", "session_id": session_id})
+        except SessionAccessError:
+            await websocket.send_json({"type": "error", "error": error_body(not_found(session_id))["error"]})
+        except (RequestError, SessionBusyError) as exc:
+            await websocket.send_json({"type": "error", "error": error_body(exc)["error"]})
+
+
+async def _event_stream(subscription: Subscription, ping_interval: float) -> AsyncIterator[bytes]:
+    try:
+        yield CONNECTED
+        async for item in with_pings(subscription, ping_interval):
+            yield PING if item is None else event_frame(item)
+    finally:
+        subscription.close()
+
+
+async def _ws_send(websocket: WebSocket, subscription: Subscription) -> None:
+    async for item in subscription:
+        await websocket.send_json({"cursor": item.cursor, "event": item.as_dict()})
+    await websocket.close(code=4409, reason="stream reset: reload the history")
+
+
+def _subtree(session_id: str, tree: list[SessionInfo], info: SessionInfo) -> list[SessionInfo]:
+    """``session_id`` and every session below it, oldest first."""
+    children: dict[str, list[SessionInfo]] = {}
+    for s in tree:
+        if s.parent_session_id and s.id != s.parent_session_id:
+            children.setdefault(s.parent_session_id, []).append(s)
+    out: list[SessionInfo] = []
+    seen: set[str] = set()
+    todo = [info]
+    while todo:
+        current = todo.pop()
+        if current.id in seen:
+            continue
+        seen.add(current.id)
+        out.append(current)
+        todo.extend(children.get(current.id, []))
+    out.sort(key=lambda s: s.created_at)
+    return out
+
+
+def _session_json(info: SessionInfo) -> dict[str, Any]:
+    return {
+        "session_id": info.id,
+        "parent_session_id": info.parent_session_id,
+        "user_session_id": info.user_session_id or info.id,
+        "title": info.title,
+        "agent_name": info.agent_name,
+        "created_at": info.created_at,
+        "updated_at": info.updated_at,
+        "last_seq": info.last_seq,
+    }
