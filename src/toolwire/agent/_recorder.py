@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from toolwire.agent.history import CANCELLED_OUTPUT
-from toolwire.events import Envelope
+from toolwire.events import Envelope, ToolCallComplete
 from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage
 from toolwire.store._locks import lock_owner
 from toolwire.store.base import Store
@@ -60,7 +60,10 @@ class StepRecorder:
         self._max_output_chars = max_output_chars
         self._lock_owner = lock_owner(interaction_id)
         self._locked_at = 0.0
+        self._untitled = False
         self.open_step: OpenStep | None = None
+        self.cancelled_calls: list[ToolCallComplete] = []
+        """Completion events of the calls :meth:`close_open_step` cancelled, to publish with the end."""
 
     @property
     def session_id(self) -> str:
@@ -90,6 +93,7 @@ class StepRecorder:
         """
         info = await self.store.ensure_session(self.session)
         check_owner(info, self.session.user_id, parent_session_id=self.session.parent_session_id)
+        self._untitled = info.title is None and info.parent_session_id is None
         self.seq = self._persisted_seq = info.last_seq
         await self.store.lock_session(self.session.id, self._lock_owner, ttl=LOCK_TTL)
         self._locked_at = time.monotonic()
@@ -125,6 +129,12 @@ class StepRecorder:
 
     async def append(self, message: Message) -> None:
         await self.store.append_message(self.session.id, message, interaction_id=self.interaction_id)
+        if self._untitled and message.role == "user":
+            # A conversation is named by its first prompt (once; a title set since is kept).
+            self._untitled = False
+            title = title_from(message.text)
+            if title:
+                await self.store.set_title(self.session.id, title, only_if_empty=True)
 
     async def begin_step(
         self, step: int, message: Message, calls: Sequence[ToolCallPart], usage: Usage, finish_reason: str
@@ -209,6 +219,18 @@ class StepRecorder:
                 if outcome is not None:
                     results.append(outcome.result)
                     continue
+                # Announced with the run's end, so no client keeps showing the call as running.
+                self.cancelled_calls.append(
+                    self.event(
+                        ToolCallComplete,
+                        tool_call_id=call.tool_call_id,
+                        tool_name=call.tool_name,
+                        args=call.args,
+                        output=CANCELLED_OUTPUT,
+                        is_error=True,
+                        status="cancelled",
+                    )
+                )
                 await self.store.complete_tool_call(
                     self.session.id,
                     call.tool_call_id,
@@ -241,3 +263,16 @@ class StepRecorder:
         except Exception:  # best effort: load_history repairs whatever is left pending
             logger.exception("could not record cancelled tool calls for session %s", self.session.id)
             return None
+
+
+def title_from(text: str, limit: int = 60) -> str:
+    """A conversation title from its first prompt: whitespace collapsed; a longer one is cut at a word in
+    its second half, never after a comma (the page's rule, ``static/app.js`` ``shorten``)."""
+    words = " ".join(text.split())
+    if len(words) <= limit:
+        return words
+    cut = words[: limit - 1]
+    space = cut.rfind(" ")
+    if space > limit / 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,.;:") + "\u2026"

@@ -160,6 +160,8 @@ class AgentRun(Generic[OutputT]):
         self.interaction_id = new_id("int_")
         self.deps = deps if deps is not None or parent is None else parent.deps
         self.result: RunResult[OutputT] | None = None
+        self.unpublished_end: list[AgentEvent] = []
+        """The end events of a run that was cancelled or closed (it could not yield them), numbered."""
         """Set when the run ended, however it ended (completed, failed, closed early); ``None`` before."""
         self._enabled_tools = enabled_tools
         self._exclude_tools = exclude_tools
@@ -283,9 +285,14 @@ class AgentRun(Generic[OutputT]):
                 if cancelled is not None:
                     self._new_messages.append(cancelled)
                 self.result = self._make_result()
-                # A closed generator (GeneratorExit) or a cancelled task cannot yield any more.
-                if not isinstance(error, GeneratorExit | asyncio.CancelledError):
-                    ending = self._ending(error)
+                ending = [
+                    *recorder.cancelled_calls,
+                    *self._ending(None if self._status == "cancelled" else error),
+                ]
+                if isinstance(error, GeneratorExit | asyncio.CancelledError):
+                    # A closed generator or a cancelled task cannot yield any more: whoever stopped the
+                    # run may announce its end (the server does, so every watcher sees it end).
+                    self.unpublished_end, ending = ending, []
             finally:
                 # Released BEFORE the end is announced: a client that saw the end can start the next turn.
                 await recorder.release()

@@ -132,6 +132,8 @@ def create_app(
         Route("/api/sessions", native.create_session, methods=["POST"]),
         Route("/api/sessions/{session_id}/messages", native.session_messages, methods=["GET"]),
         Route("/api/sessions/{session_id}/messages", native.post_message, methods=["POST"]),
+        Route("/api/sessions/{session_id}", native.update_session, methods=["PATCH"]),
+        Route("/api/sessions/{session_id}", native.delete_session, methods=["DELETE"]),
         Route("/api/sessions/{session_id}/cancel", native.cancel, methods=["POST"]),
         Route("/api/sessions/{session_id}/events", native.events),
         WebSocketRoute("/api/sessions/{session_id}/ws", native.websocket),
@@ -146,7 +148,7 @@ def create_app(
         app.add_middleware(
             CORSMiddleware,
             allow_origins=guard_origins,
-            allow_methods=["GET", "POST"],
+            allow_methods=["GET", "POST", "PATCH", "DELETE"],
             allow_headers=["authorization", "content-type", "last-event-id", VERSION_HEADER],
         )
     # Outermost: nothing runs for a request the origin rules refuse.

@@ -137,6 +137,40 @@ class NativeEndpoints:
         cancelled = await server.runs.cancel(session_id)
         return JSONResponse({"session_id": session_id, "cancelled": cancelled})
 
+    # -- managing conversations --------------------------------------------------------------------
+
+    async def update_session(self, request: Request) -> Response:
+        """Rename a conversation: ``{"title": "..."}`` (whitespace collapsed, at most 200 characters)."""
+        server = self.server
+        user = server.user(request)
+        session_id = check_session_id(request.path_params["session_id"])
+        body = await read_json(request, server.limits)
+        title = body.get("title") if isinstance(body, dict) else None
+        if not isinstance(title, str) or not " ".join(title.split()):
+            raise RequestError("the body must be an object with a non-empty 'title'")
+        await server.authorize(session_id, user)
+        store = await server.store()
+        await store.set_title(session_id, " ".join(title.split())[:200])
+        info = await server.authorize(session_id, user)  # deleted meanwhile: 404 like any missing one
+        return JSONResponse(_session_json(info))
+
+    async def delete_session(self, request: Request) -> Response:
+        """Delete a conversation with its sub-agent sessions (409 while a turn runs in it)."""
+        server = self.server
+        user = server.user(request)
+        session_id = check_session_id(request.path_params["session_id"])
+        info = await server.authorize(session_id, user)
+        if info.parent_session_id:
+            raise RequestError(
+                "sub-agent sessions are deleted with their conversation", status=403, kind="forbidden"
+            )
+        if server.runs.running(session_id):
+            raise SessionBusyError(f"session {session_id!r} is running; cancel the turn first")
+        store = await server.store()
+        if not await store.delete_session(session_id):
+            raise not_found(session_id)
+        return Response(status_code=204)
+
     # -- streams -----------------------------------------------------------------------------------
 
     async def events(self, request: Request) -> Response:

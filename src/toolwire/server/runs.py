@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from toolwire.agent.agent import Agent
+from toolwire.agent.loop import AgentRun
 from toolwire.errors import SessionBusyError
 from toolwire.events import AgentEvent, InteractionEnd
 from toolwire.server.hub import EventHub
@@ -28,6 +29,7 @@ class RunManager:
         self.agent = agent
         self.hub = hub
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._runs: dict[str, AgentRun[Any]] = {}
         self._starting: set[str] = set()
 
     def running(self, session_id: str) -> bool:
@@ -42,12 +44,14 @@ class RunManager:
             raise SessionBusyError(f"session {session_id!r} is already running; wait for it or cancel it")
         self._starting.add(session_id)
         try:
-            events = self.agent.stream(prompt, session_id=session_id, user_id=user_id).__aiter__()
+            run = self.agent.stream(prompt, session_id=session_id, user_id=user_id)
+            events = run.__aiter__()
             try:
                 first = await events.__anext__()
             except StopAsyncIteration:
                 return
             self.hub.publish(first)
+            self._runs[session_id] = run
             self._tasks[session_id] = asyncio.create_task(self._pump(session_id, events))
         finally:
             self._starting.discard(session_id)
@@ -61,9 +65,12 @@ class RunManager:
                     self._tasks.pop(session_id, None)
                 self.hub.publish(event)
         except asyncio.CancelledError:
-            raise
+            raise  # cancel() / shutdown() announce the end (self._runs keeps the run for them)
         except Exception:  # the loop already published its error and interaction end
             logger.info("run on session %s ended with an error", session_id, exc_info=True)
+            self._runs.pop(session_id, None)
+        else:
+            self._runs.pop(session_id, None)
         finally:
             self._tasks.pop(session_id, None)
 
@@ -74,11 +81,21 @@ class RunManager:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+        self._announce_end(session_id)
         return True
 
     async def shutdown(self) -> None:
+        sessions = list(self._tasks)
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        for session_id in sessions:
+            self._announce_end(session_id)
+
+    def _announce_end(self, session_id: str) -> None:
+        """A cancelled run cannot yield its end; publish it so every watcher sees the turn end."""
+        run = self._runs.pop(session_id, None)
+        for event in run.unpublished_end if run is not None else ():
+            self.hub.publish(event)

@@ -177,6 +177,18 @@ class Store(ABC):
             await self.mark_interrupted(session_id, interrupted)
         return repaired
 
+    # -- managing conversations (the server's and the CLI's, never a run's) ---------------------------
+
+    @abstractmethod
+    async def set_title(self, session_id: str, title: str, *, only_if_empty: bool = False) -> bool:
+        """Set the session's title; with ``only_if_empty`` only when it has none. Whether it was set."""
+
+    @abstractmethod
+    async def delete_session(self, session_id: str) -> bool:
+        """Delete a conversation: the session, every session of its tree (``user_session_id``), their
+        messages and tool calls, in one transaction. ``False`` when it does not exist; raises
+        :class:`SessionBusyError` (deleting nothing) while a live run holds any session of the tree."""
+
     async def lock_session(self, session_id: str, owner: str, *, ttl: float = 600.0) -> None:
         """Claim the session for one run; raise :class:`SessionBusyError` if another run holds it."""
 

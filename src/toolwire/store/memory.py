@@ -168,6 +168,24 @@ class MemoryStore(Store):
                     record, status="interrupted", output=INTERRUPTED_OUTPUT, is_error=True
                 )
 
+    async def set_title(self, session_id: str, title: str, *, only_if_empty: bool = False) -> bool:
+        info = self._sessions.get(session_id)
+        if info is None or (only_if_empty and info.title is not None):
+            return False
+        self._sessions[session_id] = replace(info, title=title)
+        return True
+
+    async def delete_session(self, session_id: str) -> bool:
+        tree = [s.id for s in self._sessions.values() if session_id in (s.id, s.user_session_id)]
+        if not tree:
+            return False
+        if [sid for sid in tree if await self.run_in_progress(sid)]:
+            raise SessionBusyError(f"session {session_id} is busy with a run")
+        for sid in tree:
+            for table in (self._sessions, self._messages, self._calls, self._steps, self._locks):
+                table.pop(sid, None)
+        return True
+
     async def lock_session(self, session_id: str, owner: str, *, ttl: float = 600.0) -> None:
         now = time.time()
         holder = self._locks.get(session_id)

@@ -438,6 +438,44 @@ class SQLStore(Store):
 
         await self._write("lock a session", op)
 
+    async def set_title(self, session_id: str, title: str, *, only_if_empty: bool = False) -> bool:
+        statement = sa.update(sessions).where(sessions.c.id == session_id).values(title=title)
+        if only_if_empty:
+            statement = statement.where(sessions.c.title.is_(None))
+
+        def op(conn: sa.Connection) -> bool:
+            return bool(conn.execute(statement).rowcount == 1)
+
+        return await self._write("set a title", op)
+
+    async def delete_session(self, session_id: str) -> bool:
+        in_tree = sa.or_(sessions.c.id == session_id, sessions.c.user_session_id == session_id)
+        query = sa.select(sessions.c.id, sessions.c.lock_owner, sessions.c.lock_expires_at).where(in_tree)
+        if self._postgres:
+            query = query.with_for_update()  # a run cannot take a lock of the tree while it is deleted
+
+        def op(conn: sa.Connection) -> bool:
+            rows = conn.execute(query).all()
+            if not rows:
+                return False
+            now = time.time()
+            for row in rows:
+                expires = row.lock_expires_at
+                if (
+                    row.lock_owner
+                    and expires is not None
+                    and expires > now
+                    and not owner_is_dead(row.lock_owner)
+                ):
+                    raise SessionBusyError(f"session {session_id} is busy with a run")
+            ids = [row.id for row in rows]
+            conn.execute(sa.delete(tool_calls).where(tool_calls.c.session_id.in_(ids)))
+            conn.execute(sa.delete(messages).where(messages.c.session_id.in_(ids)))
+            conn.execute(sa.delete(sessions).where(sessions.c.id.in_(ids)))
+            return True
+
+        return await self._write("delete a conversation", op)
+
     async def unlock_session(self, session_id: str, owner: str) -> None:
         statement = (
             sa.update(sessions)

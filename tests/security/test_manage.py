@@ -1,0 +1,130 @@
+"""Naming, renaming and deleting conversations on a real ``toolwire serve``, as the owner, as another
+user and while a turn runs; and a cancelled turn's end reaching every watcher."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from toolwire import open_store
+
+from .conftest import serve
+
+pytestmark = pytest.mark.timeout(120)
+ALICE, MALLORY = "tok-alice", "tok-mallory"
+LONG_PROMPT = "lookup T7 and then plan a trip to Lisbon in May with a day in Sintra, trams, and pastries"
+
+
+async def _finish(client: httpx.AsyncClient, session_id: str) -> dict[str, Any]:
+    for _ in range(500):
+        history = (await client.get(f"/api/sessions/{session_id}/messages")).json()
+        if not history.get("running"):
+            return dict(history)
+        await asyncio.sleep(0.02)
+    raise AssertionError("the run did not finish")
+
+
+async def _titles(client: httpx.AsyncClient) -> dict[str, str | None]:
+    rows = (await client.get("/api/sessions")).json()["sessions"]
+    return {row["session_id"]: row["title"] for row in rows}
+
+
+async def test_a_conversation_is_named_by_its_first_prompt_and_renamed_by_its_owner_only(
+    tmp_path: Path,
+) -> None:
+    async with serve(tmp_path) as server, server.client(ALICE) as alice, server.client(MALLORY) as mallory:
+        assert (
+            await alice.post("/api/sessions/trip/messages", json={"text": LONG_PROMPT})
+        ).status_code == 202
+        await _finish(alice, "trip")
+        named = (await _titles(alice))["trip"]
+        assert named == "lookup T7 and then plan a trip to Lisbon in May with a day\u2026"
+
+        foreign = await mallory.patch("/api/sessions/trip", json={"title": "pwned"})
+        missing = await alice.patch("/api/sessions/nobody-has-this", json={"title": "x"})
+        assert foreign.status_code == missing.status_code == 404
+        assert foreign.json()["error"]["type"] == missing.json()["error"]["type"] == "not_found"
+        for bad in ({}, {"title": "   "}, {"title": 7}, ["title"]):
+            refused = await alice.patch("/api/sessions/trip", json=bad)
+            assert refused.status_code == 400, bad
+        renamed = await alice.patch("/api/sessions/trip", json={"title": "  Lisbon \n in   May "})
+        assert renamed.status_code == 200 and renamed.json()["title"] == "Lisbon in May"
+
+        # a later turn keeps the name the owner gave
+        assert (
+            await alice.post("/api/sessions/trip/messages", json={"text": "lookup T8"})
+        ).status_code == 202
+        await _finish(alice, "trip")
+        assert (await _titles(alice))["trip"] == "Lisbon in May"
+        assert "trip" not in await _titles(mallory)
+
+
+async def test_deleting_removes_the_whole_conversation_for_its_owner_only(tmp_path: Path) -> None:
+    async with (
+        serve(tmp_path, env={"TW_SLOW": "30"}) as server,
+        server.client(ALICE) as alice,
+        server.client(MALLORY) as mallory,
+    ):
+        assert (
+            await alice.post("/api/sessions/tree/messages", json={"text": "delegate x"})
+        ).status_code == 202
+        await _finish(alice, "tree")
+        history = (await alice.get("/api/sessions/tree/messages")).json()
+        assert history["parents"], "the turn ran a sub-agent session"
+
+        assert (await mallory.delete("/api/sessions/tree")).status_code == 404
+        assert (await alice.get("/api/sessions/tree/messages")).status_code == 200
+
+        assert (await alice.post("/api/sessions/busy/messages", json={"text": "slow"})).status_code == 202
+        busy = await alice.delete("/api/sessions/busy")
+        assert busy.status_code == 409 and busy.json()["error"]["type"] == "session_busy"
+        assert (await alice.post("/api/sessions/busy/cancel")).json()["cancelled"] is True
+
+        assert (await alice.delete("/api/sessions/tree")).status_code == 204
+        assert (await alice.get("/api/sessions/tree/messages")).status_code == 404
+        assert (await alice.delete("/api/sessions/tree")).status_code == 404
+        assert set(await _titles(alice)) == {"busy"}
+    store = await open_store(server.store_url)
+    try:
+        left = {s.id for s in await store.list_sessions(limit=100)}
+        assert left == {"busy"}, "the sub-agent sessions went with their conversation"
+        assert await store.raw_messages("tree") == []
+        assert await store.tool_calls("tree") == []
+    finally:
+        await store.close()
+
+
+async def test_every_watcher_sees_a_cancelled_turn_end(tmp_path: Path) -> None:
+    """Cancelling publishes the turn's end (status cancelled): another tab's stream does not stay busy."""
+    async with serve(tmp_path, env={"TW_SLOW": "30"}) as server, server.client(ALICE) as alice:
+        created = (await alice.post("/api/sessions", json={"session_id": "watched"})).json()
+        seen: list[dict[str, Any]] = []
+
+        async def watch() -> None:
+            url = f"/api/sessions/watched/events?after={created['cursor']}"
+            async with alice.stream("GET", url, timeout=30) as response:
+                async for line in response.aiter_lines():
+                    if line.startswith("data: {"):
+                        seen.append(json.loads(line[6:]))
+                        if seen[-1]["type"] == "interaction-end":
+                            return
+
+        watcher = asyncio.create_task(watch())
+        await asyncio.sleep(0.3)
+        assert (await alice.post("/api/sessions/watched/messages", json={"text": "slow"})).status_code == 202
+        for _ in range(200):
+            if any(e["type"] == "tool-call-active" for e in seen):
+                break
+            await asyncio.sleep(0.02)
+        assert (await alice.post("/api/sessions/watched/cancel")).json()["cancelled"] is True
+        await asyncio.wait_for(watcher, 10)
+        end = seen[-1]
+        assert end["type"] == "interaction-end" and end["status"] == "cancelled"
+        assert end["seq"] > max(e["seq"] for e in seen[:-1])
+        completes = [e for e in seen if e["type"] == "tool-call-complete"]
+        assert [c["status"] for c in completes] == ["cancelled"]
