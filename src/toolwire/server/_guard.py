@@ -37,12 +37,14 @@ them reaches the cap check: the default cap leaves room for it."""
 
 
 def default_max_connections() -> int:
-    """1,000, or fewer when the file-descriptor limit would not leave room for an accept burst, the
-    store and the logs."""
+    """1,000, or fewer when the file-descriptor limit would not leave room for accept bursts, the store
+    and the logs."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return 1_000
-    return max(16, min(1_000, soft - 64 - ACCEPT_BACKLOG))
+    # Two bursts: the connections a burst displaces are closed on the next loop turn, when asyncio may
+    # already be accepting the next burst.
+    return max(16, min(1_000, soft - 64 - 2 * ACCEPT_BACKLOG))
 
 
 def guarded_protocol(*, max_connections: int, header_timeout: float) -> type[H11Protocol]:
