@@ -1,0 +1,223 @@
+"""What the command prints: agent events as they stream, stored transcripts, errors and notes.
+
+Everything that comes from a model, a tool or a user (text, tool names, arguments, model names) is
+printed literally: the consoles interpret neither rich markup nor ``:emoji:`` codes, and styles are
+applied to :class:`~rich.text.Text` pieces, never by formatting markup strings.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.status import Status
+from rich.text import Text
+
+from toolwire.events import (
+    AgentEvent,
+    ErrorEvent,
+    InteractionEnd,
+    MediaEvent,
+    ReasoningDeltaEvent,
+    SystemMessageEvent,
+    TextDeltaEvent,
+    TextEndEvent,
+    ToolCallActive,
+    ToolCallComplete,
+    ToolCallHeartbeat,
+    ToolInputStartEvent,
+    ToolProgress,
+)
+from toolwire.messages import Message, ToolResultPart
+
+console = Console(highlight=False, emoji=False, markup=False)
+err_console = Console(stderr=True, highlight=False, emoji=False, markup=False)
+
+CYAN, DIM = "cyan", "dim"
+
+
+def print_error(exc: BaseException) -> None:
+    """The one line a failed command prints, on stderr."""
+    err_console.print(Text.assemble(("error:", "red"), " ", one_line(exc)), soft_wrap=True)
+
+
+def print_note(text: str, *, style: str = DIM) -> None:
+    """A note about the command (the session id, a new session), on stderr so stdout stays the answer."""
+    err_console.print(Text(text, style=style), soft_wrap=True)
+
+
+def read_line(prompt: str) -> str:
+    """``input()`` that Ctrl-C interrupts (KeyboardInterrupt) even inside ``asyncio.run``, whose own
+    SIGINT handler only cancels the main task, which a blocked ``input()`` never notices. Blocking the
+    event loop is fine while nothing else runs (between chat turns, a confirmation)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return input(prompt)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _mark(is_error: bool) -> tuple[str, str]:
+    return ("✗", "red") if is_error else ("✓", "green")
+
+
+class EventPrinter:
+    """Renders agent events live: streamed text, tool calls with their progress, a spinner while tools run.
+
+    The run's own :class:`ErrorEvent` is not printed: the run raises the same error right after it, and
+    the command prints that once, on stderr. A sub-agent's failure shows as its tool call's result.
+    """
+
+    def __init__(self, out: Console, session_id: str) -> None:
+        self.out = out
+        self.session_id = session_id
+        self.error: str | None = None
+        """The run's own error message, when it sent one."""
+        self.status: Status | None = None
+        self.running: dict[tuple[str, str], tuple[str, float]] = {}
+        self.progress: dict[tuple[str, str], str] = {}
+        self.depth: dict[str, int] = {}
+        self.at_line_start = True
+
+    def _indent(self, event: AgentEvent) -> str:
+        parent = event.parent_session_id
+        if event.session_id not in self.depth:
+            self.depth[event.session_id] = self.depth.get(parent, 0) + 1 if parent else 0
+        return "  " * self.depth[event.session_id]
+
+    def _newline(self) -> None:
+        if not self.at_line_start:
+            self.out.out("")
+            self.at_line_start = True
+
+    def _line(self, indent: str, *pieces: str | tuple[str, str]) -> None:
+        self._newline()
+        self.out.print(Text.assemble(indent, *pieces), soft_wrap=True)
+
+    def _update_status(self) -> None:
+        if not self.running:
+            if self.status is not None:
+                self.status.stop()
+                self.status = None
+            return
+        now = time.time()
+        text = Text(
+            "running "
+            + ", ".join(
+                f"{name} ({now - started:.1f}s)" + (f": {self.progress[key]}" if key in self.progress else "")
+                for key, (name, started) in self.running.items()
+            )
+        )
+        if self.status is None:
+            self.status = self.out.status(text, spinner="dots")
+            self.status.start()
+        else:
+            self.status.update(text)
+
+    def __call__(self, event: AgentEvent) -> None:
+        indent = self._indent(event)
+        match event:
+            case TextDeltaEvent():
+                if self.at_line_start:
+                    self.out.out(indent, end="")
+                self.out.out(event.delta, end="")
+                self.at_line_start = event.delta.endswith("\n")
+            case TextEndEvent():
+                self._newline()
+            case ReasoningDeltaEvent():
+                self.out.out(event.delta, style=DIM, end="")
+                self.at_line_start = False
+            case ToolInputStartEvent():
+                self._line(indent, ("◇ preparing ", CYAN), (event.tool_name, CYAN))
+            case ToolCallActive():
+                args = json.dumps(event.args, ensure_ascii=False)
+                self._line(indent, ("▶ ", CYAN), (event.tool_name, CYAN), f"({clip(args, 200)})")
+                self.running[(event.session_id, event.tool_call_id)] = (event.tool_name, event.started_at)
+                self._update_status()
+            case ToolProgress():
+                self._show_progress(indent, event)
+            case ToolCallHeartbeat():
+                self._update_status()
+            case ToolCallComplete():
+                key = (event.session_id, event.tool_call_id)
+                self.running.pop(key, None)
+                self.progress.pop(key, None)
+                self._update_status()
+                output = (
+                    event.output if isinstance(event.output, str) else json.dumps(event.output, default=str)
+                )
+                self._line(
+                    indent,
+                    _mark(event.is_error),
+                    " ",
+                    event.tool_name,
+                    f" → {clip(output, 300)} ",
+                    (f"({event.duration:.2f}s)", DIM),
+                )
+            case SystemMessageEvent():
+                self._line(indent, (f"{event.level}: ", "yellow"), (event.text, "yellow"))
+            case MediaEvent():
+                self._line(
+                    indent, ("media ", "magenta"), (f"{event.content_type} {event.url or ''}", "magenta")
+                )
+            case ErrorEvent():
+                if event.session_id == self.session_id:
+                    self.error = event.message
+            case InteractionEnd():
+                self._newline()
+            case _:
+                pass
+
+    def _show_progress(self, indent: str, event: ToolProgress) -> None:
+        key = (event.session_id, event.tool_call_id)
+        name = self.running.get(key, ("tool", 0.0))[0]
+        percent = f" ({event.fraction:.0%})" if event.fraction is not None else ""
+        shown = f"{event.message}{percent}".strip()
+        if shown and shown != self.progress.get(key):
+            self.progress[key] = shown
+            self._line(indent, (f"  … {name}: {shown}", DIM))
+        self._update_status()
+
+    def close(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+        self._newline()
+
+
+def render_history(history: Sequence[Message], out: Console) -> None:
+    """Print a stored history: each tool call with its result under the assistant message that made it."""
+    results: dict[str, ToolResultPart] = {}
+    for message in history:
+        for result in message.tool_results:
+            results[result.tool_call_id] = result
+    for message in history:
+        if message.role == "user":
+            out.print(Text.assemble(("user:", "bold"), " ", message.text), soft_wrap=True)
+        elif message.role == "system":
+            out.print(Text.assemble(("system:", "yellow"), " ", message.text), soft_wrap=True)
+        elif message.role == "assistant":
+            text = message.text or ("(tool calls)", DIM)
+            out.print(Text.assemble(("assistant:", "bold"), " ", text), soft_wrap=True)
+            for call in message.tool_calls:
+                found = results.get(call.tool_call_id)
+                out.print(
+                    Text.assemble(
+                        "  ", ("▶ ", CYAN), (call.tool_name, CYAN), f"({clip(call.args_json, 200)})"
+                    ),
+                    soft_wrap=True,
+                )
+                if found is not None:
+                    line = Text.assemble("    ", _mark(found.is_error), " ", clip(found.output_text(), 400))
+                    out.print(line, soft_wrap=True)

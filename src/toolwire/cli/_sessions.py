@@ -1,0 +1,153 @@
+"""``toolwire sessions list|show|delete``. Reading never creates a database: a SQLite file that does not
+exist holds no sessions, and is left not existing."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from rich.text import Text
+
+from toolwire.cli._output import clip, console, read_line, render_history
+from toolwire.errors import ToolwireError
+from toolwire.messages import Message
+from toolwire.pricing import total_cost
+from toolwire.store import DEFAULT_URL, SessionInfo, SessionReader, Store, open_store
+
+TITLE_CHARS = 60
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The database file of a SQLite URL; ``None`` for other stores (and in-memory SQLite)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None  # open_store says what is wrong with it
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return None
+    return None if database.startswith("file:") else Path(database)
+
+
+def _shown(url: str) -> str:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+async def _open_existing(url: str | None) -> Store | None:
+    """The store at ``url``, or ``None`` when it is a SQLite file that does not exist."""
+    url = url or DEFAULT_URL
+    path = _sqlite_file(url)
+    if path is not None and not path.is_file():
+        return None
+    return await open_store(url)
+
+
+def _no_session(session_id: str, url: str | None) -> ToolwireError:
+    return ToolwireError(f"no session {session_id!r} in {_shown(url or DEFAULT_URL)}")
+
+
+async def list_sessions(args: argparse.Namespace) -> int:
+    store = await _open_existing(args.store)
+    if store is None:
+        console.print("no sessions")
+        return 0
+    try:
+        sessions = await store.list_sessions(limit=args.limit)
+        if not sessions:
+            console.print("no sessions")
+        for info in sessions:
+            messages = await store.raw_messages(info.id)
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.updated_at))
+            count = f"{len(messages)} message{'' if len(messages) == 1 else 's'}"
+            line = Text.assemble(
+                info.id, "  ", (when, "dim"), "  ", f"{count:>12}", "  ", _title(info.title, messages)
+            )
+            if info.parent_session_id:
+                line.append(f"  (sub-session of {info.parent_session_id})", style="dim")
+            console.print(line, soft_wrap=True)
+    finally:
+        await store.close()
+    return 0
+
+
+def _title(title: str | None, messages: Sequence[Message]) -> Text:
+    """The stored title, else the first prompt (sessions written before titles existed)."""
+    text = title or next((m.text for m in messages if m.role == "user" and m.text), "")
+    text = " ".join(text.split())
+    return Text(clip(text, TITLE_CHARS)) if text else Text("(untitled)", style="dim")
+
+
+@asynccontextmanager
+async def _stored_session(args: argparse.Namespace) -> AsyncIterator[tuple[Store, SessionInfo]]:
+    """The store and ``args.session_id``'s row in it; an error when there is no such session."""
+    store = await _open_existing(args.store)
+    if store is None:
+        raise _no_session(args.session_id, args.store)
+    try:
+        info = await store.get_session(args.session_id)
+        if info is None:
+            raise _no_session(args.session_id, args.store)
+        yield store, info
+    finally:
+        await store.close()
+
+
+async def show_session(args: argparse.Namespace) -> int:
+    async with _stored_session(args) as (store, info):
+        history = await store.load_history(info.id)
+        if info.title:
+            console.print(Text.assemble(("title:", "bold"), " ", info.title), soft_wrap=True)
+        render_history(history, console)
+        usage = info.usage
+        cost = await _session_cost(store, info.id, history)
+        totals = f"usage: {usage.input_tokens} input + {usage.output_tokens} output tokens, {usage.requests} request(s)"
+        console.print(Text(totals + cost, style="dim"), soft_wrap=True)
+    return 0
+
+
+async def _session_cost(store: SessionReader, session_id: str, history: Sequence[Message]) -> str:
+    """ ", cost $X" from the per-step usage kept on stored steps, priced per answering model."""
+    by_id = {m.id: m for m in history}
+    priced = [
+        (by_id[s.message_id].provider, by_id[s.message_id].model, s.usage)
+        for s in await store.steps(session_id)
+        if s.message_id in by_id
+    ]
+    cost = total_cost(priced)
+    return ", cost unknown (no price for a model)" if cost is None else f", cost ${cost:.6f}"
+
+
+async def delete_session(args: argparse.Namespace) -> int:
+    async with _stored_session(args) as (store, info):
+        if not args.yes:
+            messages = await store.raw_messages(info.id)
+            title = _title(info.title, messages).plain
+            question = f"delete session {info.id} ({title}, {len(messages)} messages) and its sub-agent sessions? [y/N] "
+            if not _confirm(question):
+                console.print("not deleted (--yes deletes without asking)")
+                return 1
+        if not await store.delete_session(info.id):  # deleted meanwhile
+            raise _no_session(info.id, args.store)
+        console.print(Text(f"deleted session {info.id}"), soft_wrap=True)
+    return 0
+
+
+def _confirm(question: str) -> bool:
+    try:
+        answer = read_line(question)
+    except EOFError:  # nobody to ask (stdin is not a terminal): --yes says it
+        console.print()
+        return False
+    return answer.strip().lower() in ("y", "yes")

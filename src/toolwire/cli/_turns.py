@@ -1,0 +1,170 @@
+"""Commands that run an agent: ``run``, ``demo``, ``serve``, and the turn that ``chat`` repeats."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import time
+from typing import Any
+
+from rich.text import Text
+
+from toolwire.agent.agent import Agent
+from toolwire.agent.loop import AgentRun
+from toolwire.cli._output import EventPrinter, console, print_note
+from toolwire.errors import MissingExtraError, ToolwireError
+from toolwire.events import UserTurnStart
+from toolwire.store import DEFAULT_URL, Store, open_store
+
+TITLE_CHARS = 80
+
+
+async def build_agent(args: argparse.Namespace) -> tuple[Agent[Any, Any], Store]:
+    """The agent of ``--agent`` (or the demo) on ``--model`` and ``--store``; the caller closes both."""
+    from toolwire.models import infer_model
+
+    # Everything that can be refused without the store comes first: a bad model or agent creates no file.
+    model = infer_model(args.model) if args.model else None
+    ref = getattr(args, "agent", None) or getattr(args, "agent_ref", None)
+    loaded = _load_agent(ref) if ref else None
+    store = await open_store(args.store or DEFAULT_URL)
+    try:
+        if loaded is not None:
+            return loaded.override(model=model, store=store), store
+        from toolwire.demo.support_desk import build_agent as build_demo
+
+        return build_demo(model=model, store=store), store
+    except BaseException:
+        await store.close()
+        raise
+
+
+async def close_agent(agent: Agent[Any, Any], store: Store) -> None:
+    try:
+        await agent.aclose()
+    finally:
+        await store.close()  # given to the agent as an object, so the agent leaves it open
+
+
+def _load_agent(ref: str) -> Agent[Any, Any]:
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise ToolwireError(f"agent reference {ref!r} must look like 'module:attribute'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ToolwireError(f"cannot import {module_name!r}: {exc}") from exc
+    agent = getattr(module, attr, None)
+    if callable(agent) and not isinstance(agent, Agent):
+        agent = agent()
+    if not isinstance(agent, Agent):
+        raise ToolwireError(f"{ref} is not a toolwire.Agent")
+    return agent
+
+
+async def say_if_new(store: Store, session_id: str | None) -> None:
+    """A ``--session`` that names no stored session (a typo?) starts a new one: say so."""
+    if session_id and await store.get_session(session_id) is None:
+        print_note(
+            f"no session {session_id!r} in the store: starting a new session with that id", style="yellow"
+        )
+
+
+async def stream_turn(store: Store, run: AgentRun[Any]) -> str:
+    """Run one turn (``agent.stream(...)``), printing its events; return the session id.
+
+    A turn that fails in a session it created (a provider error on the first turn, say) before the model
+    answered anything leaves no session behind: it is deleted. A cancelled turn is kept (the loop
+    records it as cancelled).
+    """
+    existed = await store.get_session(run.session_id) is not None
+    printer = EventPrinter(console, run.session_id)
+    try:
+        async with run:
+            async for event in run:
+                printer(event)
+                if not existed and isinstance(event, UserTurnStart) and event.session_id == run.session_id:
+                    # The session exists from here on (a cancelled first turn keeps it, titled too).
+                    await store.set_title(run.session_id, _title(run.prompt), only_if_empty=True)
+    except Exception:
+        if not existed:
+            await _discard_unanswered(store, run.session_id)
+        raise
+    finally:
+        printer.close()
+    if printer.error is not None:  # the loop raises after its error event; this is a safety net
+        raise ToolwireError(printer.error)
+    return run.session_id
+
+
+async def _discard_unanswered(store: Store, session_id: str) -> None:
+    try:
+        messages = await store.raw_messages(session_id)
+        if not any(m.role == "assistant" for m in messages):
+            await store.delete_session(session_id)
+    except ToolwireError as exc:  # the run's own error is the one to report
+        print_note(f"could not remove the failed session {session_id}: {exc}")
+
+
+def _title(prompt: str) -> str:
+    text = " ".join(prompt.split())
+    return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
+
+
+async def run(args: argparse.Namespace) -> int:
+    agent, store = await build_agent(args)
+    try:
+        await say_if_new(store, args.session)
+        session_id = await stream_turn(store, agent.stream(args.prompt, session_id=args.session))
+        print_note(f"session {session_id}")
+    finally:
+        await close_agent(agent, store)
+    return 0
+
+
+async def demo(args: argparse.Namespace) -> int:
+    from toolwire.demo.support_desk import DEMO_QUESTIONS
+
+    agent, store = await build_agent(args)
+    session_id: str | None = None
+    try:
+        for question in DEMO_QUESTIONS:
+            console.print()
+            console.print(Text.assemble(("you:", "bold"), " ", question), soft_wrap=True)
+            started = time.perf_counter()
+            session_id = await stream_turn(store, agent.stream(question, session_id=session_id))
+            console.print(Text(f"turn took {time.perf_counter() - started:.1f}s", style="dim"))
+        calls = await store.tool_calls(session_id or "")
+        console.print()
+        stored = f"session {session_id}: {len(calls)} tool call(s) stored in {args.store or DEFAULT_URL}"
+        console.print(Text(stored, "dim"), soft_wrap=True)
+        for record in calls:
+            line = f"  {record.tool_name}({json.dumps(record.args)}) -> {record.status}"
+            console.print(Text(line, style="dim"), soft_wrap=True)
+        if not calls:
+            console.print(Text("The model answered without calling a tool this time.", style="yellow"))
+    finally:
+        await close_agent(agent, store)
+    return 0
+
+
+async def serve(args: argparse.Namespace) -> int:
+    try:
+        server = importlib.import_module("toolwire.server")
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] == "toolwire":
+            raise  # a bug in toolwire itself, not a missing extra
+        raise MissingExtraError("server", "the server", missing=exc.name) from exc
+    limits = server.Limits(max_connections=args.max_connections, header_timeout=args.header_timeout)
+    agent, _store = await build_agent(args)
+    await server.serve(
+        agent,
+        host=args.host,
+        port=args.port,
+        tokens_file=args.tokens,
+        ai_sdk_version=args.ai_sdk_version,
+        allow_origins=args.allow_origin,
+        limits=limits,
+    )
+    return 0

@@ -1,0 +1,21 @@
+"""Agents for the CLI tests, loaded by the command with ``--agent tests.cli.agents:NAME``."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from toolwire import Agent, RunContext, ScriptedModel
+
+
+async def slow_count(ctx: RunContext[Any], steps: int) -> str:
+    """Counts slowly, reporting progress at each step."""
+    for i in range(steps):
+        ctx.progress((i + 1) / steps, f"counting {i + 1} of {steps}")
+        await asyncio.sleep(0.2)
+    return f"counted to {steps}"
+
+
+def slow() -> Agent[None]:
+    """An agent with one slow tool; the tests give it a scripted model with ``--model scripted:FILE``."""
+    return Agent(ScriptedModel([]), tools=[slow_count], name="slow")
