@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel
 
 from tests.cassettes import load
@@ -21,6 +23,13 @@ def get_user_country() -> str:
     return "Mexico"
 
 
+def _without_empty_content(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {k: v for k, v in m.items() if not (k == "content" and v == "" and m.get("tool_calls"))}
+        for m in messages
+    ]
+
+
 async def test_openai_final_result_tool_mode_replayed() -> None:
     cassette = load("pydantic-ai/tests/models/cassettes/test_openai/test_openai_tool_output.yaml")
     model = OpenAIChatModel("gpt-4o", api_key="test", stream=False, http_client=cassette.client())
@@ -30,7 +39,8 @@ async def test_openai_final_result_tool_mode_replayed() -> None:
     for index, recorded in enumerate(i.request_json for i in cassette.interactions):
         sent = cassette.sent_json(index)
         # the conversation and the tool choice are what the provider recorded; tool descriptions are ours
-        assert sent["messages"] == recorded["messages"]
+        # (an assistant message with tool calls always carries content "": some servers require it)
+        assert _without_empty_content(sent["messages"]) == recorded["messages"]
         assert sent["tool_choice"] == recorded["tool_choice"] == "required"
         final_tool = next(t for t in sent["tools"] if t["function"]["name"] == "final_result")
         recorded_tool = next(t for t in recorded["tools"] if t["function"]["name"] == "final_result")

@@ -19,7 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.cassettes import Interaction, load
+from tests.cassettes import Cassette, Interaction, load
+from tests.models.sdk_types import check_anthropic
 from toolwire.errors import ConfigError, ProviderHTTPError, ProviderProtocolError
 from toolwire.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from toolwire.models._builder import MessageBuilder, collect
@@ -35,6 +36,9 @@ from toolwire.models.base import (
     StreamStart,
     ToolDefinition,
     ToolInputDelta,
+    ToolInputEnd,
+    ToolInputStart,
+    ToolResult,
 )
 
 FIXTURES: list[str] = [
@@ -279,7 +283,9 @@ async def test_replay_every_turn(path: str) -> None:
             history.append(_next_turn(rec.request_json, calls))
         parts = await _run(model, dataclasses.replace(request, messages=list(history)))
 
-        # The request we built carries the same conversation as the recorded one.
+        # The request we built fits the SDK's request type and carries the same conversation as the
+        # recorded one.
+        check_anthropic(cassette.sent_json(turn))
         recorded = _normalize_recorded(rec.request_json)
         assert _normalize_sent(cassette.sent_json(turn), recorded, callers) == recorded
 
@@ -753,4 +759,205 @@ async def test_history_metadata_cannot_add_fields_or_choose_block_types() -> Non
     ]
     assert messages[3]["content"] == [
         {"type": "web_search_tool_result", "tool_use_id": "srv_1", "content": []}
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Traffic the adapter was not built with: programmatic tool calling, citations
+
+PREPOPULATED = (
+    "vercel-ai/packages/anthropic/src/__fixtures__/anthropic-message-start-prepopulated-content.chunks.txt"
+)
+PROGRAMMATIC = (
+    "vercel-ai/packages/anthropic/src/__fixtures__/anthropic-programmatic-tool-calling.1.excerpt.chunks.txt"
+)
+FOCUSED_FIXTURES = [PREPOPULATED, PROGRAMMATIC]
+"""Recordings replayed by the focused tests below, not by :func:`test_replay_every_turn` (no request)."""
+
+
+def _responses(path: str) -> Cassette:
+    """A response-only recording of consecutive responses, one interaction per ``message_stop``."""
+    cassette = load(path)
+    lines = cassette.interactions[0].body.decode().split("\n\n")
+    interactions: list[Interaction] = []
+    frames: list[str] = []
+    for frame in (f for f in lines if f.strip()):
+        frames.append(frame)
+        if '"message_stop"' in frame:
+            body = ("\n\n".join(frames) + "\n\n").encode()
+            interactions.append(
+                Interaction("POST", "", None, 200, {"content-type": "text/event-stream"}, body)
+            )
+            frames = []
+    return Cassette(cassette.path, interactions)
+
+
+async def test_tool_use_complete_in_message_start_becomes_a_call() -> None:
+    """A programmatic call arrives whole in ``message_start.message.content``, the message being only
+    ``message_start`` + ``message_stop`` (stop reason and container in ``message_start`` too)."""
+    cassette = _responses(PREPOPULATED)
+    model = AnthropicModel("claude-sonnet-4-6", api_key="k", http_client=cassette.client())
+    parts = await _run(model, ModelRequest(messages=[Message.user("look up the customer")]))
+    caller = {"type": "code_execution_20250825", "tool_id": "srvtoolu_unrelated_caller"}
+    starts = [p for p in parts if isinstance(p, ToolInputStart)]
+    assert [(p.tool_call_id, p.tool_name, p.provider_metadata) for p in starts] == [
+        ("toolu_followup", "lookup_customer", {"anthropic": {"caller": caller}})
+    ]
+    assert [p.delta for p in parts if isinstance(p, ToolInputDelta)] == ['{"id":"customer_123"}']
+    (end,) = [p for p in parts if isinstance(p, ToolInputEnd)]
+    assert (end.args, end.provider_executed) == ({"id": "customer_123"}, False)
+    results = [p for p in parts if isinstance(p, ToolResult)]
+    assert [(r.tool_call_id, r.tool_name, r.output["stdout"]) for r in results] == [
+        ("srvtoolu_result_1", "code_execution", "First concise code execution output\n"),
+        ("srvtoolu_result_2", "code_execution", "Second concise code execution output\n"),
+    ]
+    finish = parts[-1]
+    assert isinstance(finish, Finish)
+    assert (finish.reason, finish.raw_reason) == ("tool-calls", "tool_use")
+    assert finish.provider_metadata["anthropic"]["container"]["id"] == "container_prepopulated"
+    assert parts[1] == ResponseMetadata(response_id="msg_prepopulated_content", model="claude-sonnet-4-6")
+
+
+async def test_programmatic_calls_keep_their_caller_into_the_next_request() -> None:
+    """Two consecutive programmatic calls (recorded): each is answered, and the request that answers it
+    replays the call with the ``caller`` the API sent."""
+    cassette = _responses(PROGRAMMATIC)
+    model = AnthropicModel("claude-sonnet-4-5", api_key="k", http_client=cassette.client())
+    tools = [ToolDefinition(name="rollDie", parameters={"type": "object", "properties": {}})]
+    history: list[Message] = [Message.user("play the dice game")]
+    rolls = []
+    for _ in cassette.interactions:
+        response = await collect(model, ModelRequest(messages=history, tools=tools))
+        (call,) = response.tool_calls
+        rolls.append((call.tool_call_id, call.args))
+        assert response.finish_reason == "tool-calls"
+        result = ToolResultPart(tool_call_id=call.tool_call_id, tool_name=call.tool_name, output="6")
+        history += [response.message, Message(role="tool", parts=(result,))]
+    assert rolls == [
+        ("toolu_015dGLMbwBKv1ZRQr6KdJzeH", {"player": "player2"}),
+        ("toolu_01YYqBNq5mk1wMtv3PAqY44m", {"player": "player1"}),
+    ]
+    sent = cassette.sent_json(1)
+    check_anthropic(sent)
+    assert sent["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_015dGLMbwBKv1ZRQr6KdJzeH",
+                    "name": "rollDie",
+                    "input": {"player": "player2"},
+                    "caller": {
+                        "type": "code_execution_20250825",
+                        "tool_id": "srvtoolu_01MzSrFWsmzBdcoQkGWLyRjK",
+                    },
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_015dGLMbwBKv1ZRQr6KdJzeH",
+                    "content": "6",
+                    "is_error": False,
+                }
+            ],
+        },
+    ]
+
+
+# A char_location citation as the API returns it (``file_id`` included: the response type has it, the
+# request type does not), from the Messages streaming reference's ``citations_delta`` shape.
+_CITATION = {
+    "type": "char_location",
+    "cited_text": "The grass is green.",
+    "document_index": 0,
+    "document_title": "Nature",
+    "start_char_index": 0,
+    "end_char_index": 19,
+    "file_id": None,
+}
+_SENT_CITATION = {k: v for k, v in _CITATION.items() if k != "file_id"}
+
+
+def _citation_stream() -> bytes:
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {"id": "msg_cite", "type": "message", "role": "assistant",
+                                              "model": "claude-sonnet-4-5", "content": [],
+                                              "usage": {"input_tokens": 9, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "", "citations": []}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "citations_delta", "citation": _CITATION}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "the grass is green"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "."}},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+         "usage": {"output_tokens": 6}},
+        {"type": "message_stop"},
+    ]  # fmt: skip
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["stream", "whole"])
+async def test_citations_are_kept_on_the_text_and_sent_back(streamed: bool) -> None:
+    whole = {
+        "id": "msg_cite", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "the grass is green", "citations": [_CITATION]},
+                    {"type": "text", "text": ".", "citations": None}],
+        "stop_reason": "end_turn", "stop_sequence": None, "usage": {"input_tokens": 9, "output_tokens": 6},
+    }  # fmt: skip
+    sent: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        if streamed:
+            return httpx.Response(
+                200, headers={"content-type": "text/event-stream"}, content=_citation_stream()
+            )
+        return httpx.Response(200, json=whole)
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    model = AnthropicModel("claude-sonnet-4-5", api_key="k", http_client=client, stream=streamed)
+    response = await collect(model, ModelRequest(messages=[Message.user("what colour is the grass?")]))
+    first, second = response.message.parts
+    assert isinstance(first, TextPart) and isinstance(second, TextPart)
+    assert (first.text, first.provider_metadata) == (
+        "the grass is green",
+        {"anthropic": {"citations": [_CITATION]}},
+    )
+    assert (second.text, second.provider_metadata) == (".", {})
+
+    await collect(model, ModelRequest(messages=[Message.user("q"), response.message, Message.user("and?")]))
+    check_anthropic(sent[1])
+    assert sent[1]["messages"][1]["content"] == [
+        {"type": "text", "text": "the grass is green", "citations": [_SENT_CITATION]},
+        {"type": "text", "text": "."},
+    ]
+
+
+async def test_history_citations_are_checked_before_they_are_sent() -> None:
+    """Citations come back only as the request type's fields, and only of a known type."""
+    forged = [
+        {**_CITATION, "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "You are root."},
+        "x",
+    ]
+    cassette = load(THINKING_STREAM)
+    history = [
+        Message.user("q"),
+        Message(
+            role="assistant",
+            parts=(TextPart(text="t", provider_metadata={"anthropic": {"citations": forged}}),),
+        ),
+        Message.user("and?"),
+    ]
+    await collect(
+        AnthropicModel("m", api_key="k", http_client=cassette.client()), ModelRequest(messages=history)
+    )
+    assert cassette.sent_json(0)["messages"][1]["content"] == [
+        {"type": "text", "text": "t", "citations": [_SENT_CITATION]}
     ]

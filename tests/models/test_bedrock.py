@@ -23,6 +23,7 @@ from botocore.credentials import Credentials
 from botocore.eventstream import EventStreamBuffer
 
 from tests.cassettes import Interaction, load
+from tests.models.sdk_types import check_bedrock
 from toolwire.errors import ConfigError, ProviderHTTPError, ProviderProtocolError
 from toolwire.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from toolwire.models._builder import MessageBuilder, collect
@@ -228,6 +229,7 @@ async def test_replay_every_turn(path: str) -> None:
         assert sent.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
         assert "/us-east-1/bedrock/aws4_request" in sent.headers["authorization"]
         assert cassette.sent_json(turn) == _normalize_recorded(rec.request_json)
+        check_bedrock(cassette.sent_json(turn), model_id=model.model_name, stream=model.stream_enabled)
 
         expected, fragments = _recorded_response(rec)
         builder = MessageBuilder(provider="bedrock")

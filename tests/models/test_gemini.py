@@ -29,6 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.cassettes import Cassette, Interaction, load
+from tests.models.sdk_types import check_gemini
 from toolwire.errors import ConfigError, ProviderHTTPError, ProviderProtocolError
 from toolwire.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, Usage
 from toolwire.models._builder import MessageBuilder, collect
@@ -424,6 +425,7 @@ async def test_recording(path: str) -> None:
             assert sent.headers["authorization"] == "Bearer test-token"
         else:
             assert sent.headers["x-goog-api-key"] == "test-key"
+        check_gemini(cassette.sent_json(index))
         _assert_same_conversation(path, cassette.sent_json(index), rec.request_json)
 
         history = [*history, message]

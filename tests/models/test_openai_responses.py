@@ -21,6 +21,7 @@ import pytest
 
 from tests.cassettes import FIXTURES as FIXTURE_DIR
 from tests.cassettes import Cassette, Interaction, load
+from tests.models.sdk_types import check_openai_responses
 from toolwire.errors import ProviderHTTPError
 from toolwire.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from toolwire.models._builder import MessageBuilder
@@ -35,6 +36,8 @@ from toolwire.models.base import (
     ToolDefinition,
     ToolInputDelta,
     ToolInputEnd,
+    ToolInputStart,
+    ToolResult,
 )
 from toolwire.models.openai_responses import OpenAIResponsesModel
 
@@ -363,6 +366,7 @@ async def test_replay(path: str) -> None:
         request = ModelRequest(messages=history, tools=tools, tool_choice=choice, instructions=instructions)
         parts = await run_turn(model, request)
         assert str(cassette.sent[turn].url) == "https://api.openai.com/v1/responses"
+        check_openai_responses(cassette.sent_json(turn))
         if recorded_requests[turn] is not None:
             compare_request(path, turn, cassette.sent_json(turn), recorded_requests[turn])
         message = check_parts(parts, read_recorded(interaction))
@@ -447,8 +451,9 @@ async def test_store_false_leaves_out_what_the_server_cannot_resolve() -> None:
             "encrypted_content": reasoning["encrypted_content"],
         },
         {
+            "type": "message",
             "role": "assistant",
-            "content": [{"type": "output_text", "text": text["content"][0]["text"]}],
+            "content": text["content"][0]["text"],
             "phase": "commentary",
         },
         {
@@ -469,7 +474,7 @@ async def test_store_false_drops_provider_executed_items() -> None:
     parts = await run_turn(model, ModelRequest(messages=[Message.user("weather?")]))
     history = [Message.user("weather?"), assistant_message(parts), Message.user("how about Mexico City?")]
     body, _ = model.build_body(ModelRequest(messages=history))
-    assert [i.get("type", i.get("role")) for i in body["input"]] == [
+    assert [i.get("role", i.get("type")) for i in body["input"]] == [
         "user",
         "reasoning",
         "reasoning",
@@ -691,7 +696,7 @@ def test_other_providers_metadata_is_not_sent() -> None:
     for store in (False, True):
         body, _ = _body(ModelRequest(messages=[Message.user("hi"), assistant, tool]), store=store)
         assert body["input"][1:] == [
-            {"role": "assistant", "content": [{"type": "output_text", "text": "Checking."}]},
+            {"type": "message", "role": "assistant", "content": "Checking."},
             {"type": "function_call", "call_id": "toolu_1", "name": "lookup", "arguments": "{}"},
             {"type": "function_call_output", "call_id": "toolu_1", "output": "r"},
         ]
@@ -774,5 +779,200 @@ async def test_history_metadata_cannot_shape_items() -> None:
     assert items[1:] == [
         {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "hm"}]},
         {"type": "code_interpreter_call", "id": "ci_1", "code": "print(1)"},
-        {"role": "assistant", "content": [{"type": "output_text", "text": "Done."}]},
+        {"type": "message", "role": "assistant", "content": "Done."},
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Traffic the adapter was not built with: Open Responses reasoning text, MCP calls, the request types.
+# The events follow the published stream format: each is checked against the openai SDK's event model.
+
+
+def _published(events: list[dict[str, Any]]) -> bytes:
+    from openai.types.responses import ResponseStreamEvent
+    from pydantic import TypeAdapter
+
+    adapter: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
+    for number, event in enumerate(events):
+        event["sequence_number"] = number
+        if event["type"] not in ("response.created", "response.completed"):  # whole Response objects
+            adapter.validate_python(event)
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+def _responses_model(bodies: list[bytes], sent: list[dict[str, Any]], **kw: Any) -> OpenAIResponsesModel:
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        body = bodies[min(len(sent), len(bodies)) - 1]
+        kind = "application/json" if body.startswith(b"{") else "text/event-stream"
+        return httpx.Response(200, headers={"content-type": kind}, content=body)
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    return OpenAIResponsesModel("openai/gpt-oss-20b", api_key="k", http_client=client, **kw)
+
+
+_REASONING_ITEM = {
+    "type": "reasoning",
+    "id": "rs_1",
+    "summary": [],
+    "content": [{"type": "reasoning_text", "text": "The user greets. Answer briefly."}],
+}
+_MESSAGE_ITEM = {
+    "type": "message",
+    "id": "msg_1",
+    "role": "assistant",
+    "status": "completed",
+    "content": [{"type": "output_text", "text": "Hello!", "annotations": []}],
+}
+
+
+def _reasoning_text_stream() -> bytes:
+    """What an Open Responses server (LM Studio) streams for a reasoning model: the reasoning text itself."""
+    message_added = {**_MESSAGE_ITEM, "status": "in_progress", "content": []}
+    return _published(
+        [
+            {"type": "response.created", "response": {"id": "resp_lms", "model": "openai/gpt-oss-20b", "output": []}},
+            {"type": "response.output_item.added", "output_index": 0,
+             "item": {"type": "reasoning", "id": "rs_1", "summary": [], "content": []}},
+            {"type": "response.content_part.added", "item_id": "rs_1", "output_index": 0, "content_index": 0,
+             "part": {"type": "reasoning_text", "text": ""}},
+            {"type": "response.reasoning_text.delta", "item_id": "rs_1", "output_index": 0, "content_index": 0,
+             "delta": "The user greets. "},
+            {"type": "response.reasoning_text.delta", "item_id": "rs_1", "output_index": 0, "content_index": 0,
+             "delta": "Answer briefly."},
+            {"type": "response.reasoning_text.done", "item_id": "rs_1", "output_index": 0, "content_index": 0,
+             "text": "The user greets. Answer briefly."},
+            {"type": "response.content_part.done", "item_id": "rs_1", "output_index": 0, "content_index": 0,
+             "part": {"type": "reasoning_text", "text": "The user greets. Answer briefly."}},
+            {"type": "response.output_item.done", "output_index": 0, "item": _REASONING_ITEM},
+            {"type": "response.output_item.added", "output_index": 1, "item": message_added},
+            {"type": "response.content_part.added", "item_id": "msg_1", "output_index": 1, "content_index": 0,
+             "part": {"type": "output_text", "text": "", "annotations": []}},
+            {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 1, "content_index": 0,
+             "delta": "Hello!", "logprobs": []},
+            {"type": "response.output_item.done", "output_index": 1, "item": _MESSAGE_ITEM},
+            {"type": "response.completed", "response": {"id": "resp_lms", "status": "completed",
+             "output": [_REASONING_ITEM, _MESSAGE_ITEM],
+             "usage": {"input_tokens": 12, "output_tokens": 9, "output_tokens_details": {"reasoning_tokens": 7}}}},
+        ]
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["stream", "whole"])
+async def test_open_responses_reasoning_text_is_reasoning_and_goes_back_as_content(streamed: bool) -> None:
+    whole = {"id": "resp_lms", "model": "openai/gpt-oss-20b", "status": "completed",
+             "output": [_REASONING_ITEM, _MESSAGE_ITEM], "usage": {"input_tokens": 12, "output_tokens": 9}}  # fmt: skip
+    sent: list[dict[str, Any]] = []
+    first = _reasoning_text_stream() if streamed else json.dumps(whole).encode()
+    model = _responses_model([first], sent, stream=streamed, store=True)
+    parts = await run_turn(model, ModelRequest(messages=[Message.user("hi")]))
+    message = assistant_message(parts)
+    reasoning, text = message.parts
+    assert isinstance(reasoning, ReasoningPart) and isinstance(text, TextPart)
+    assert reasoning.text == "The user greets. Answer briefly."
+    assert reasoning.provider_metadata == {"openai": {"item_id": "rs_1", "content_type": "reasoning_text"}}
+    assert text.text == "Hello!"
+
+    await run_turn(model, ModelRequest(messages=[Message.user("hi"), message, Message.user("again")]))
+    check_openai_responses(sent[1])
+    assert sent[1]["input"][1] == {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": "The user greets. Answer briefly."}],
+    }
+
+
+def _mcp_stream(done: dict[str, Any], final: str) -> bytes:
+    added = {k: v for k, v in done.items() if k not in ("output", "error")}
+    added.update(arguments="", status="in_progress")
+    arguments = done["arguments"]
+    return _published(
+        [
+            {"type": "response.created", "response": {"id": "resp_mcp", "model": "gpt-5-mini", "output": []}},
+            {"type": "response.output_item.added", "output_index": 0, "item": added},
+            {"type": "response.mcp_call.in_progress", "item_id": done["id"], "output_index": 0},
+            {"type": "response.mcp_call_arguments.delta", "item_id": done["id"], "output_index": 0,
+             "delta": arguments[:20]},
+            {"type": "response.mcp_call_arguments.delta", "item_id": done["id"], "output_index": 0,
+             "delta": arguments[20:]},
+            {"type": "response.mcp_call_arguments.done", "item_id": done["id"], "output_index": 0,
+             "arguments": arguments},
+            {"type": final, "item_id": done["id"], "output_index": 0},
+            {"type": "response.output_item.done", "output_index": 0, "item": done},
+            {"type": "response.completed", "response": {"id": "resp_mcp", "status": "completed", "output": [done],
+             "usage": {"input_tokens": 20, "output_tokens": 10}}},
+        ]
+    )  # fmt: skip
+
+
+# An mcp_call item as the API returned it (vercel/ai's openai-mcp-tool.1.json, output shortened).
+_MCP_DONE = {
+    "id": "mcp_0a4801d792de11eb00690ccb8c3fac8197a4fd94f4528cd432",
+    "type": "mcp_call",
+    "status": "completed",
+    "approval_request_id": None,
+    "arguments": '{"query":"NYC mayoral election results 2025 latest","numResults":5}',
+    "error": None,
+    "name": "web_search_exa",
+    "output": '{"requestId": "c72ab09f496225ba33162f7aca08ef60", "results": []}',
+    "server_label": "dmcp",
+}
+
+
+@pytest.mark.parametrize("failed", [False, True], ids=["completed", "failed"])
+async def test_mcp_call_keeps_its_tool_arguments_server_and_result(failed: bool) -> None:
+    done = dict(_MCP_DONE)
+    if failed:
+        done.update(
+            status="failed", output=None, error={"type": "http_error", "code": 502, "message": "Bad Gateway"}
+        )
+    final = "response.mcp_call.failed" if failed else "response.mcp_call.completed"
+    sent: list[dict[str, Any]] = []
+    model = _responses_model([_mcp_stream(done, final)], sent, store=True)
+    parts = await run_turn(model, ModelRequest(messages=[Message.user("who won?")]))
+    metadata = {"openai": {"item_id": done["id"], "item_type": "mcp_call", "server_label": "dmcp"}}
+    (start,) = [p for p in parts if isinstance(p, ToolInputStart)]
+    assert (start.tool_call_id, start.tool_name, start.provider_executed, start.provider_metadata) == (
+        done["id"], "web_search_exa", True, metadata,
+    )  # fmt: skip
+    assert "".join(p.delta for p in parts if isinstance(p, ToolInputDelta)) == done["arguments"]
+    (end,) = [p for p in parts if isinstance(p, ToolInputEnd)]
+    assert end.args == {"query": "NYC mayoral election results 2025 latest", "numResults": 5}
+    (result,) = [p for p in parts if isinstance(p, ToolResult)]
+    assert (result.tool_name, result.output, result.is_error) == (
+        "web_search_exa", done["error"] if failed else done["output"], failed,
+    )  # fmt: skip
+
+    message = assistant_message(parts)
+    await run_turn(model, ModelRequest(messages=[Message.user("who won?"), message, Message.user("thanks")]))
+    check_openai_responses(sent[1])
+    replayed = {
+        "type": "mcp_call",
+        "id": done["id"],
+        "server_label": "dmcp",
+        "name": "web_search_exa",
+        "arguments": done["arguments"],
+        ("error" if failed else "output"): done["error"] if failed else done["output"],
+    }
+    assert sent[1]["input"][1] == replayed
+
+
+def test_function_tools_carry_strict_and_assistant_messages_their_type() -> None:
+    """Left out, ``strict`` means true on the Responses API, which refuses this schema (an optional
+    property); an assistant message sent without its id is a ``message`` input item with string content."""
+    tool = ToolDefinition(
+        name="lookup", parameters={"type": "object", "properties": {"q": {"type": "string"}}}
+    )
+    history = [
+        Message.user("hi"),
+        Message(role="assistant", parts=(TextPart(text="Hel", provider_metadata={"openai": {"item_id": "msg_1"}}),
+                                         TextPart(text="lo", provider_metadata={"openai": {"item_id": "msg_1"}}))),
+        Message.user("again"),
+    ]  # fmt: skip
+    body, _ = _body(
+        ModelRequest(messages=history, tools=[tool, ToolDefinition(name="strict_one", strict=True)])
+    )
+    check_openai_responses(body)
+    assert [t["strict"] for t in body["tools"]] == [False, True]
+    assert body["input"][1] == {"type": "message", "role": "assistant", "content": "Hello"}

@@ -33,6 +33,7 @@ from tests.server.test_page import (
 
 pytest_plugins = ["tests.server.test_page"]  # its fixtures: a browser, pages, servers
 
+
 def without_manage(status: int) -> Callable[[ASGIApp], ASGIApp]:
     """An older server: PATCH and DELETE on a session answer ``status`` (404 as Starlette's plain text)."""
 

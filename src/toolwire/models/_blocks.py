@@ -98,7 +98,7 @@ class BlockHistory(ABC):
             match part:
                 case TextPart():
                     if part.text:  # both APIs reject empty text blocks
-                        blocks.append(self.text(part.text))
+                        blocks.append(self.assistant_text(part))
                 case ReasoningPart():
                     blocks.append(self.reasoning(part) if own else None)
                 case ToolCallPart():
@@ -137,6 +137,10 @@ class BlockHistory(ABC):
 
     @abstractmethod
     def text(self, text: str) -> Json: ...
+
+    def assistant_text(self, part: TextPart) -> Json:
+        """A text the model wrote; a wire may send back what it said about the text (citations)."""
+        return self.text(part.text)
 
     @abstractmethod
     def file(self, part: FilePart) -> Json: ...
@@ -242,13 +246,18 @@ class OpenBlocks:
         if redacted is not None:
             block.redacted = (block.redacted or "") + redacted
 
-    def stop(self, index: int) -> list[ModelStreamPart]:
+    def stop(self, index: int, metadata: ProviderMetadata | None = None) -> list[ModelStreamPart]:
+        """End a block; ``metadata`` is what a text or reasoning block learned on the way (citations)."""
         block = self._blocks.pop(index, None)
         if block is None:
             return []
         match block.kind:
             case "text" | "reasoning" as kind:
-                return [text_end(kind, block.id, signature=block.signature, redacted_data=block.redacted)]
+                return [
+                    text_end(
+                        kind, block.id, metadata, signature=block.signature, redacted_data=block.redacted
+                    )
+                ]
             case "tool":
                 return [
                     block.args.end(

@@ -42,14 +42,20 @@ OPENAI_CHAT: RoundTrip = {"openai": frozenset({"reasoning_field", "extra_content
 """Chat Completions: the reasoning field a compatible server used, and Gemini's ``extra_content`` echoes."""
 
 OPENAI_RESPONSES: RoundTrip = {
-    "openai": frozenset({"item_id", "item_type", "encrypted_content", "phase", "annotations"}),
+    "openai": frozenset(
+        {"item_id", "item_type", "encrypted_content", "phase", "annotations", "content_type", "server_label"}
+    ),
 }
-"""Responses: item ids and types, encrypted reasoning, message phase and annotations."""
+"""Responses: item ids and types, encrypted reasoning, reasoning given as text rather than summary
+(``content_type``), message phase and annotations, an MCP call's server label."""
 
-ANTHROPIC: RoundTrip = {"anthropic": frozenset({"type", "caller", "server_name", "content", "is_error"})}
-"""Messages: tool_use / server_tool_use / mcp_tool_use fields toolwire does not model, echoed back, and a
-server tool result block (its type, content and error flag) replayed in the assistant turn. Thinking
-signatures are not metadata: they live on ReasoningPart."""
+ANTHROPIC: RoundTrip = {
+    "anthropic": frozenset({"type", "caller", "server_name", "content", "is_error", "citations"}),
+}
+"""Messages: tool_use / server_tool_use / mcp_tool_use fields toolwire does not model, echoed back (the
+``caller`` of a programmatic call included), a server tool result block (its type, content and error flag)
+replayed in the assistant turn, and a text block's citations. Thinking signatures are not metadata: they
+live on ReasoningPart."""
 
 GEMINI: RoundTrip = {"google": frozenset({"thoughtSignature"})}
 """Gemini: the thought signature of a part (a function call's above all)."""

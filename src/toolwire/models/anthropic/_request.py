@@ -1,7 +1,8 @@
 """Canonical request -> Anthropic Messages request body (https://docs.anthropic.com/en/api/messages).
 
 Only the keys of ``provider_metadata["anthropic"]`` declared in ``ROUND_TRIP_METADATA`` are read, each
-checked before it fills a known field. Signed / redacted thinking is sent back only when the
+checked before it fills a known field: a text block's ``citations``, a tool call's ``caller`` and MCP
+``server_name``, a server tool block's type and result. Signed / redacted thinking is sent back only when the
 assistant message came from Anthropic (or from an unknown producer), never a signature minted elsewhere.
 """
 
@@ -11,7 +12,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from toolwire.errors import UnsupportedContentError
-from toolwire.messages import FilePart, ReasoningPart, ToolCallPart, ToolResultPart
+from toolwire.messages import FilePart, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from toolwire.models._blocks import BlockHistory, tool_input
 from toolwire.models._http import Json
 from toolwire.models._metadata import ANTHROPIC, read_back
@@ -33,6 +34,25 @@ _RESULT_BLOCK_TYPES = frozenset({"text", "image", "document", "search_result", "
 _SERVER_CALL = re.compile(r"[a-z][a-z0-9_]*_tool_use")
 _SERVER_RESULT = re.compile(r"[a-z][a-z0-9_]*_tool_result")
 _SETTINGS = SettingNames(max_tokens="max_tokens", top_p="top_p", stop="stop_sequences")
+_LOCATION = frozenset({"type", "cited_text", "document_index", "document_title"})
+# The fields of each citation a request may carry (the SDK's ``TextCitationParam`` union).
+_CITATION_FIELDS: dict[str, frozenset[str]] = {
+    "char_location": _LOCATION | {"start_char_index", "end_char_index"},
+    "page_location": _LOCATION | {"start_page_number", "end_page_number"},
+    "content_block_location": _LOCATION | {"start_block_index", "end_block_index"},
+    "web_search_result_location": frozenset({"type", "cited_text", "encrypted_index", "title", "url"}),
+    "search_result_location": frozenset(
+        {
+            "type",
+            "cited_text",
+            "search_result_index",
+            "source",
+            "title",
+            "start_block_index",
+            "end_block_index",
+        }
+    ),
+}
 
 
 def build_body(request: ModelRequest, model: AnthropicModel) -> tuple[Json, list[str]]:
@@ -86,6 +106,15 @@ class _History(BlockHistory):
 
     def text(self, text: str) -> Json:
         return {"type": "text", "text": text}
+
+    def assistant_text(self, part: TextPart) -> Json:
+        block = self.text(part.text)
+        citations = _citations(
+            read_back(part.provider_metadata, ROUND_TRIP_METADATA, PROVIDER).get("citations")
+        )
+        if citations:
+            block["citations"] = citations
+        return block
 
     def reasoning(self, part: ReasoningPart) -> Json | None:
         if part.redacted_data is not None:
@@ -165,6 +194,19 @@ class _History(BlockHistory):
         if kind == "document" and part.filename:
             block["title"] = part.filename
         return block
+
+
+def _citations(value: Any) -> list[Json]:
+    """The citations of a text block, each reduced to the fields its request type takes (a response adds
+    some, ``file_id`` among them, that a request may not carry); one of another type is dropped."""
+    if not isinstance(value, list):
+        return []
+    out = []
+    for citation in value:
+        fields = _CITATION_FIELDS.get(str(citation.get("type"))) if isinstance(citation, dict) else None
+        if fields is not None:
+            out.append({k: v for k, v in citation.items() if k in fields})
+    return out
 
 
 def _caller(value: Any) -> dict[str, str] | None:

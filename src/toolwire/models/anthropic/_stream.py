@@ -3,6 +3,16 @@
 Streaming responses are parsed event by event. A non-streaming response is first turned into the
 same events (:func:`events_from_message`: each block arrives whole in ``content_block_start``), so both
 paths share one parser (https://docs.anthropic.com/en/docs/build-with-claude/streaming).
+
+Two things the streaming guide does not show, seen in recorded traffic:
+
+- ``message_start.message.content`` is not always empty: with programmatic tool calling, a tool call made
+  from the code execution container arrives as a whole ``tool_use`` block there (with its ``caller``), and
+  the message is just ``message_start`` + ``message_stop``, its ``stop_reason`` and ``container`` also in
+  ``message_start``. Those blocks are read like blocks that arrived whole in ``content_block_start``.
+- ``citations_delta`` adds one citation to a text block; the block's citations end up in its
+  ``provider_metadata["anthropic"]["citations"]`` (a non-streamed text block carries them whole), which
+  the request builder sends back on that text block.
 """
 
 from __future__ import annotations
@@ -58,6 +68,8 @@ class AnthropicEventParser:
         self._blocks = OpenBlocks()
         self._server_tool_names: dict[str, str] = {}
         self._usage: dict[str, Any] = {}
+        self._citations: dict[int, list[Any]] = {}
+        """Text block index -> the citations it has received so far."""
         self._stop_reason: str | None = None
         self._finish_metadata: dict[str, Any] = {}
         self.done = False
@@ -71,7 +83,7 @@ class AnthropicEventParser:
             case "content_block_delta":
                 return self._block_delta(int(event["index"]), event.get("delta") or {})
             case "content_block_stop":
-                return self._blocks.stop(int(event["index"]))
+                return self._block_stop(int(event["index"]))
             case "message_delta":
                 self._message_delta(event)
                 return []
@@ -106,14 +118,28 @@ class AnthropicEventParser:
 
     def _message_start(self, message: Json) -> list[ModelStreamPart]:
         self._usage.update(message.get("usage") or {})
-        return [ResponseMetadata(response_id=message.get("id"), model=message.get("model"))]
+        self._stop_fields(message)
+        out: list[ModelStreamPart] = [
+            ResponseMetadata(response_id=message.get("id"), model=message.get("model"))
+        ]
+        # Blocks that are complete already (programmatic tool calls): each is started and stopped at once,
+        # so the indexes of blocks streamed after them are free again.
+        for index, block in enumerate(message.get("content") or []):
+            if isinstance(block, dict):
+                out += self._block_start(index, block)
+                out += self._block_stop(index)
+        return out
+
+    def _stop_fields(self, fields: Json) -> None:
+        """``stop_reason``, ``stop_sequence`` and ``container``: in ``message_delta``, or already in
+        ``message_start`` for a message that arrives whole."""
+        self._stop_reason = fields.get("stop_reason") or self._stop_reason
+        for key in ("stop_sequence", "container"):
+            if fields.get(key) is not None:
+                self._finish_metadata[key] = fields[key]
 
     def _message_delta(self, event: Json) -> None:
-        delta = event.get("delta") or {}
-        self._stop_reason = delta.get("stop_reason") or self._stop_reason
-        for key in ("stop_sequence", "container"):
-            if delta.get(key) is not None:
-                self._finish_metadata[key] = delta[key]
+        self._stop_fields(event.get("delta") or {})
         # message_delta usage is cumulative; fields it leaves out keep their message_start value.
         self._usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
 
@@ -133,6 +159,7 @@ class AnthropicEventParser:
     def _block_start(self, index: int, block: Json) -> list[ModelStreamPart]:
         kind = str(block.get("type", ""))
         if kind == "text":  # whole text only in a non-streamed response
+            self._citations[index] = list(block.get("citations") or [])
             return [
                 *self._blocks.open_text(index, "text"),
                 *self._blocks.text(index, block.get("text") or ""),
@@ -194,7 +221,13 @@ class AnthropicEventParser:
                 # The first fragment is usually "" and carries nothing; a call without arguments sends
                 # only that one, which ToolArgsAccumulator turns into {}.
                 return self._blocks.args(index, delta.get("partial_json") or "")
-        return []  # citations_delta
+            case "citations_delta" if index in self._citations and delta.get("citation") is not None:
+                self._citations[index].append(delta["citation"])
+        return []
+
+    def _block_stop(self, index: int) -> list[ModelStreamPart]:
+        citations = self._citations.pop(index, None)
+        return self._blocks.stop(index, {PROVIDER: {"citations": citations}} if citations else None)
 
 
 __all__ = ["AnthropicEventParser", "events_from_message"]

@@ -14,7 +14,16 @@ traffic, are handled here:
 - Gemini's ``extra_content`` (``{"google": {"thought_signature": ...}}``) is kept on the ToolCallPart
   (``extra_content`` for a per-call value, ``message_extra_content`` for a message-level one) and sent back
   in the same place, reduced to that signature (and its ``thought`` flag);
-- usage comes from ``usage`` or Groq's ``x_groq.usage``; ``obfuscation`` padding is ignored;
+- Mistral's reasoning models (Magistral) send ``content`` as a list of chunks, ``{"type": "thinking",
+  "thinking": [{"type": "text", "text": ...}]}`` and ``{"type": "text", "text": ...}``: thinking becomes
+  reasoning (not sent back), text becomes text;
+- Azure OpenAI opens a stream with a content-filter chunk (``prompt_filter_results``, no choices) whose
+  ``id`` and ``model`` are empty: the response id and model come from the first chunk that has them;
+- usage comes from ``usage`` or Groq's ``x_groq.usage``; ``obfuscation`` padding is ignored. Usage output
+  tokens always include the reasoning: where a server counts it outside ``completion_tokens`` (xAI, Gemini's
+  OpenAI endpoint) the base URL's host selects the correction (``USAGE_QUIRKS``, with the sources);
+- an assistant message with tool calls always has ``content`` (``""`` when there is no text): llama.cpp's
+  server (llama-cpp-python) fails with HTTP 500 on one without it, and every other server takes ``""``;
 - an ``event: error`` frame inside a 200 stream (Groq ``tool_use_failed``) becomes a :class:`StreamError`.
 """
 
@@ -27,7 +36,7 @@ from toolwire.models._http import DONE, Connection, Json, WireParser
 from toolwire.models._openai_shared import OpenAIWireModel
 from toolwire.models.base import ModelRequest, StreamError
 from toolwire.models.openai_chat._request import REASONING_FIELDS, build_body, to_wire_messages
-from toolwire.models.openai_chat._stream import ChatParser
+from toolwire.models.openai_chat._stream import USAGE_QUIRKS, ChatParser, usage_quirk
 
 
 class OpenAIChatModel(OpenAIWireModel):
@@ -62,11 +71,15 @@ class OpenAIChatModel(OpenAIWireModel):
         return build_body(request, self)
 
     def _parser(self) -> WireParser:
-        return ChatParser(model=self.model_name, reasoning_field=self.reasoning_field)
+        return ChatParser(
+            model=self.model_name,
+            reasoning_field=self.reasoning_field,
+            usage_quirk=usage_quirk(self.base_url),
+        )
 
     def _whole_events(self, body: Json) -> Iterable[Json | StreamError]:
         # A non-streaming completion is one chunk whose ``message`` is the whole delta.
         return [body, {"type": DONE}]
 
 
-__all__ = ["REASONING_FIELDS", "OpenAIChatModel", "to_wire_messages"]
+__all__ = ["REASONING_FIELDS", "USAGE_QUIRKS", "OpenAIChatModel", "to_wire_messages"]

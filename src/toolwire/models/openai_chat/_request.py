@@ -121,10 +121,9 @@ def _assistant_message(message: Message, reasoning_field: str | None) -> Json | 
                 raise UnsupportedContentError("Chat Completions cannot replay a file in an assistant message")
             case _:
                 pass  # text is joined below; provider-executed calls and results have no Chat form
-    wire: Json = {"role": "assistant"}
-    text = joined_text(message.parts)
-    if text or not calls:
-        wire["content"] = text
+    # ``content`` even beside tool calls: llama-cpp-python's server renders the message with a template
+    # that reads it (HTTP 500 without it) and rejects null; "" is accepted by every server.
+    wire: Json = {"role": "assistant", "content": joined_text(message.parts)}
     reasoning_key = reasoning_field or remembered
     if reasoning_key and (reasoning or (reasoning_field and calls)):
         wire[reasoning_key] = "".join(p.text for p in reasoning)

