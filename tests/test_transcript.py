@@ -107,8 +107,17 @@ def _live(scenario: dict[str, Any]) -> tuple[Transcript, list[TranscriptChange]]
     return transcript, changes
 
 
+def _awaiting(raw: list[dict[str, str]] | None) -> dict[tuple[str, str], Any]:
+    """A golden file's ``awaiting`` list (the awaited rows of a paused run) as ``from_history`` takes it."""
+    return {(a["session_id"], a["tool_call_id"]): a["kind"] for a in raw or []}
+
+
 def _resumed(scenario: dict[str, Any]) -> Transcript:
-    return Transcript.from_history(_history(scenario["history"]), parents=scenario.get("parents"))
+    return Transcript.from_history(
+        _history(scenario["history"]),
+        parents=scenario.get("parents"),
+        awaiting=_awaiting(scenario.get("awaiting")),
+    )
 
 
 @pytest.fixture(params=SCENARIOS, ids=lambda p: p.stem)
@@ -130,6 +139,8 @@ def test_there_are_scenarios_for_every_required_case() -> None:
         "robustness",
         "top_level_switch",
         "agent_c_stream",
+        "awaiting_approval_and_client_tool",
+        "awaiting_in_sub_agent_then_new_prompt",
     } <= names
 
 
@@ -167,7 +178,10 @@ def test_reconnect_resumes_from_history_plus_remaining_events(scenario: dict[str
     events = _events(scenario)
     for index, resume in enumerate(resumes):
         transcript = Transcript.from_history(
-            _history(resume["history"]), parents=scenario.get("parents"), last_seq=resume.get("last_seq")
+            _history(resume["history"]),
+            parents=scenario.get("parents"),
+            last_seq=resume.get("last_seq"),
+            awaiting=_awaiting(resume.get("awaiting")),
         )
         checkpoint = scenario.get("resumed_checkpoint")
         if index == 0 and checkpoint is not None:

@@ -8,14 +8,15 @@ first use, so ``import toolwire`` is fast and never imports an optional provider
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
+# Not ``from typing import TYPE_CHECKING``: importing typing is most of what ``import toolwire`` would
+# cost (~10 ms). Type checkers treat any name ``TYPE_CHECKING`` as true.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from toolwire.agent.agent import Agent
     from toolwire.agent.drivers import Driver, NativeToolDriver
     from toolwire.agent.drivers.react import ReActDriver
     from toolwire.agent.loop import AgentRun, RunResult, ToolExecution
+    from toolwire.agent.pending import Denied, PendingCall, ToolFailed
     from toolwire.errors import (
         ConfigError,
         DecisionExtractionFailed,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
         ProviderError,
         ProviderHTTPError,
         ProviderProtocolError,
+        ResumeError,
         SessionAccessError,
         SessionBusyError,
         StepAborted,
@@ -50,7 +52,9 @@ if TYPE_CHECKING:
         ReasoningDeltaEvent,
         TextDeltaEvent,
         ToolCallActive,
+        ToolCallAwaiting,
         ToolCallComplete,
+        ToolCallResolved,
         ToolProgress,
     )
     from toolwire.messages import (
@@ -81,6 +85,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "toolwire.agent.drivers": ("Driver", "NativeToolDriver"),
     "toolwire.agent.drivers.react": ("ReActDriver",),
     "toolwire.agent.loop": ("AgentRun", "RunResult", "ToolExecution"),
+    "toolwire.agent.pending": ("Denied", "PendingCall", "ToolFailed"),
     "toolwire.errors": (
         "ConfigError",
         "DecisionExtractionFailed",
@@ -93,6 +98,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "ProviderError",
         "ProviderHTTPError",
         "ProviderProtocolError",
+        "ResumeError",
         "SessionAccessError",
         "SessionBusyError",
         "StepAborted",
@@ -115,7 +121,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "ReasoningDeltaEvent",
         "TextDeltaEvent",
         "ToolCallActive",
+        "ToolCallAwaiting",
         "ToolCallComplete",
+        "ToolCallResolved",
         "ToolProgress",
     ),
     "toolwire.messages": (
@@ -142,17 +150,19 @@ _MODULES: dict[str, tuple[str, ...]] = {
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 
-def _load(name: str) -> Any:
+def _load(name: str) -> object:
     """Import an exported name on first use and keep it, so the next lookup is a plain attribute."""
     if name == "__version__":
         from importlib.metadata import PackageNotFoundError, version
 
         try:
-            value: Any = version("toolwire")
+            value: object = version("toolwire")
         except PackageNotFoundError:  # imported from a source tree that was never installed
             value = "0+unknown"
     elif name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        from importlib import import_module
+
+        value = getattr(import_module(_EXPORTS[name]), name)
     else:
         raise AttributeError(f"module 'toolwire' has no attribute {name!r}")
     globals()[name] = value
@@ -176,6 +186,7 @@ __all__ = [
     "ConfigError",
     "DecisionExtractionFailed",
     "DecisionValidationFailed",
+    "Denied",
     "Driver",
     "DriverError",
     "ErrorEvent",
@@ -192,6 +203,7 @@ __all__ = [
     "OutputAvailable",
     "OutputPartial",
     "Part",
+    "PendingCall",
     "ProviderConnectionError",
     "ProviderError",
     "ProviderHTTPError",
@@ -199,6 +211,7 @@ __all__ = [
     "ReActDriver",
     "ReasoningDeltaEvent",
     "ReasoningPart",
+    "ResumeError",
     "RewriteArgs",
     "RunContext",
     "RunResult",
@@ -214,12 +227,15 @@ __all__ = [
     "ToolArgumentsError",
     "ToolBlockedError",
     "ToolCallActive",
+    "ToolCallAwaiting",
     "ToolCallComplete",
     "ToolCallPart",
+    "ToolCallResolved",
     "ToolDefinition",
     "ToolError",
     "ToolExecution",
     "ToolExecutionError",
+    "ToolFailed",
     "ToolInterceptor",
     "ToolNotFoundError",
     "ToolProgress",

@@ -15,12 +15,14 @@
     │   ├── ToolArgumentsError
     │   ├── ToolTimeoutError
     │   ├── ToolBlockedError
+    │   ├── SubAgentPaused (session_id, pending; a signal, never a result)
     │   └── ToolExecutionError
     │       └── MCPToolError                (toolwire.tools.mcp)
     ├── DriverError
     │   ├── DecisionExtractionFailed
     │   └── DecisionValidationFailed
     ├── StepAborted
+    ├── ResumeError (tool_call_ids)
     ├── MaxStepsExceeded
     ├── NoObjectGenerated
     ├── StoreError
@@ -36,7 +38,11 @@ subclasses are internal signals that never reach callers: ``OutputValidationErro
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toolwire.agent.pending import PendingCall
 
 
 class ToolwireError(Exception):
@@ -140,6 +146,21 @@ class ToolExecutionError(ToolError):
     """The tool raised; the original exception is ``__cause__``."""
 
 
+class SubAgentPaused(ToolError):
+    """Raised by a tool whose sub-agent run paused (``Agent.as_tool`` does): the call waits with it.
+
+    Not an error result: the executor records the call as ``awaiting_subagent`` and the caller's run pauses
+    too, listing the sub-agent's pending calls. Resuming hands the tool the answers as ``ctx.resume``.
+    """
+
+    def __init__(self, session_id: str, pending: Sequence[PendingCall], **kwargs: Any) -> None:
+        super().__init__(f"the sub-agent in session {session_id} waits for {len(pending)} call(s)", **kwargs)
+        self.session_id = session_id
+        """The paused sub-agent's session."""
+        self.pending = list(pending)
+        """Its pending calls (its own sub-agents' included)."""
+
+
 class DriverError(ToolwireError):
     """A driver could not turn model output into a decision."""
 
@@ -160,6 +181,17 @@ class DecisionValidationFailed(DriverError):
 
 class StepAborted(ToolwireError):
     """A model step failed after partial output; nothing of it was stored as a valid message."""
+
+
+class ResumeError(ToolwireError):
+    """Answers that cannot be applied to the session (nothing was written): a decision for a call that is
+    not awaited (or awaits the other kind of answer, or whose id is ambiguous), or a run with neither a
+    prompt nor answers."""
+
+    def __init__(self, message: str, *, tool_call_ids: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.tool_call_ids = list(tool_call_ids)
+        """The offending calls' ids, if any."""
 
 
 class MaxStepsExceeded(ToolwireError):

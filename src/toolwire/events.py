@@ -18,13 +18,34 @@ from pydantic import Field, TypeAdapter
 
 from toolwire.messages import Message, ProviderMetadata, Usage
 
-ToolCallStatus: TypeAlias = Literal["ok", "error", "interrupted", "blocked", "cancelled"]
+ToolCallStatus: TypeAlias = Literal[
+    "ok",
+    "error",
+    "interrupted",
+    "blocked",
+    "cancelled",
+    "denied",
+    "unanswered",
+    "awaiting_approval",
+    "awaiting_output",
+    "awaiting_subagent",
+]
 """How a tool call ended: ``ok``; ``error`` (the tool raised, timed out or got bad arguments);
 ``interrupted`` (the process stopped while it ran: found on restart); ``blocked`` (an interceptor refused
-it); ``cancelled`` (the run was closed while it ran). A stored call is ``pending`` until then
-(:data:`toolwire.store.records.ToolCallRowStatus`)."""
-InteractionStatus: TypeAlias = Literal["completed", "error", "cancelled", "max-steps"]
-"""How a run ended."""
+it); ``cancelled`` (the run was closed while it ran); ``denied`` (the user refused to approve it);
+``unanswered`` (it awaited a decision when the user sent a new prompt instead). Or why it waits, the run
+being paused: ``awaiting_approval`` (``requires_approval``), ``awaiting_output`` (an ``external`` tool
+the client runs), ``awaiting_subagent`` (a sub-agent it started is paused). A stored call is ``pending``
+until one of these (:data:`toolwire.store.records.ToolCallRowStatus`)."""
+InteractionStatus: TypeAlias = Literal["completed", "error", "cancelled", "max-steps", "paused"]
+"""How a run ended; ``paused``: tool calls await a person (``RunResult.pending``), resume with
+``agent.run(session_id=..., approvals=..., tool_outputs=...)``."""
+AwaitingKind: TypeAlias = Literal["approval", "output", "subagent"]
+"""What a paused call waits for: a user's approval, a client tool's output, or a paused sub-agent."""
+Resolution: TypeAlias = Literal["approved", "denied", "output", "failed", "unanswered", "resumed"]
+"""How an awaited call was resolved: approved (it runs now), denied, given its output by the client,
+failed by the client (``ToolFailed``), closed unanswered by a new prompt, or resumed (its sub-agent got
+decisions and continues)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -343,6 +364,48 @@ class ToolCallComplete(Envelope):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallAwaiting(Envelope):
+    """The call waits for a person; the run pauses (alias ``tool:awaiting``).
+
+    Published once the waiting state is stored, after the step's other calls finished; the run then
+    ends with status ``paused``. Every still-awaited call is announced again at the end of each run that
+    leaves it waiting.
+    """
+
+    type: Literal["tool-call-awaiting"] = "tool-call-awaiting"
+    tool_call_id: str
+    """The awaited call (match by ``(session_id, tool_call_id)``)."""
+    tool_name: str
+    """The tool the model called."""
+    args: dict[str, Any] = field(default_factory=dict)
+    """The arguments to approve, or to run the client tool with."""
+    kind: AwaitingKind = "approval"
+    """``approval``: answer with ``approvals={id: True | False | Denied(reason)}``; ``output``: a client
+    tool, answer with ``tool_outputs={id: value | ToolFailed(message)}``; ``subagent``: the call's
+    sub-agent is paused, its own awaited calls (in ``sub_session_id``) are what to answer."""
+    message_id: str = ""
+    """The assistant message that made the call."""
+    sub_session_id: str | None = None
+    """For ``kind="subagent"``: the paused sub-agent's session."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallResolved(Envelope):
+    """An awaited call got its answer (alias ``tool:resolved``); what happens next follows as usual
+    events: an approved call runs (tool-call-active ... tool-call-complete), the others complete."""
+
+    type: Literal["tool-call-resolved"] = "tool-call-resolved"
+    tool_call_id: str
+    """The call that was awaited."""
+    tool_name: str
+    """Its tool."""
+    resolution: Resolution
+    """How it was resolved."""
+    reason: str | None = None
+    """The user's reason for a denial, or the client's message for a failure."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OutputPartial(Envelope):
     """A structured output as far as it has arrived (validated as far as it goes)."""
 
@@ -408,6 +471,8 @@ AgentEvent: TypeAlias = Annotated[
     | MediaEvent
     | CustomDataEvent
     | ToolCallComplete
+    | ToolCallAwaiting
+    | ToolCallResolved
     | OutputPartial
     | OutputAvailable
     | MessagePersisted

@@ -15,6 +15,8 @@ alias               event class (:mod:`toolwire.events`)                  its ``
 ``tool:start``      :class:`~toolwire.events.ToolCallActive`              ``tool-call-active``
 ``tool:end``        :class:`~toolwire.events.ToolCallComplete`            ``tool-call-complete``
 ``tool:progress``   :class:`~toolwire.events.ToolProgress`                ``tool-progress``
+``tool:awaiting``   :class:`~toolwire.events.ToolCallAwaiting`            ``tool-call-awaiting``
+``tool:resolved``   :class:`~toolwire.events.ToolCallResolved`            ``tool-call-resolved``
 ``text:delta``      :class:`~toolwire.events.TextDeltaEvent`              ``text-delta``
 ``error``           :class:`~toolwire.events.ErrorEvent`                  ``error``
 ==================  ====================================================  ===========================
@@ -43,7 +45,9 @@ from toolwire.events import (
     StepStart,
     TextDeltaEvent,
     ToolCallActive,
+    ToolCallAwaiting,
     ToolCallComplete,
+    ToolCallResolved,
     ToolInputAvailableEvent,
     ToolProgress,
 )
@@ -74,6 +78,8 @@ ALIASES: dict[str, str] = {
         "tool:start": ToolCallActive,
         "tool:end": ToolCallComplete,
         "tool:progress": ToolProgress,
+        "tool:awaiting": ToolCallAwaiting,
+        "tool:resolved": ToolCallResolved,
         "text:delta": TextDeltaEvent,
         "error": ErrorEvent,
     }.items()

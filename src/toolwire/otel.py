@@ -167,7 +167,7 @@ class _Instrumentation:
                 "toolwire.status": event.status,
             }
         )
-        if event.status not in ("completed",):
+        if event.status not in ("completed", "paused"):  # a paused run waits for a person: no error
             span.set_status(Status(StatusCode.ERROR, event.error or event.status))
         span.end(end_time=_ns(event.timestamp))
 

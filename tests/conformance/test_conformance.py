@@ -17,7 +17,7 @@ import pytest
 from botocore.credentials import Credentials
 
 from tests.conformance.wire import SIGNATURE, WireServer
-from toolwire import Agent, open_store
+from toolwire import Agent, open_store, tool
 from toolwire.events import AgentEvent
 from toolwire.models.anthropic import AnthropicModel
 from toolwire.models.base import Model
@@ -236,3 +236,48 @@ async def test_same_events_same_rows_and_a_complete_follow_up_on_every_adapter(
 
     assert len(server.requests[provider]) == 3
     followup_carries_everything(provider, server.requests[provider][2])
+
+
+@pytest.mark.parametrize("provider", sorted(MODELS))
+async def test_a_paused_call_resumed_from_a_fresh_store_sends_the_uninterrupted_continuation(
+    provider: str, tmp_path: Path
+) -> None:
+    """The first call (the one carrying the provider's metadata) needs approval: the step runs the other,
+    pauses, and a new agent on a new store object resumes it. The continuation request must be, field by
+    field, the one the same conversation sends when nothing waits."""
+    async with WireServer() as server:
+        store = await open_store(f"sqlite+aiosqlite:///{tmp_path / 'reference.db'}")
+        agent = Agent(MODELS[provider](server.base), tools=[get_weather, get_time], store=store)
+        await agent.run("Weather and time in Paris?")
+        await agent.aclose()
+        await store.close()
+        reference = server.requests[provider][1]
+
+    db = f"sqlite+aiosqlite:///{tmp_path / 'paused.db'}"
+    gated = tool(get_weather, requires_approval=True)
+    async with WireServer() as server:
+        store = await open_store(db)
+        agent = Agent(MODELS[provider](server.base), tools=[gated, get_time], store=store)
+        paused = await agent.run("Weather and time in Paris?")
+        await agent.aclose()
+        await store.close()
+        assert paused.status == "paused"
+        (pending,) = paused.pending
+        assert (pending.tool_name, pending.args, pending.kind) == (
+            "get_weather",
+            {"city": "Paris"},
+            "approval",
+        )
+        assert [x.call.tool_name for x in paused.tool_executions] == ["get_time"]
+        assert len(server.requests[provider]) == 1
+
+        fresh = await open_store(db)
+        resumed_agent = Agent(MODELS[provider](server.base), tools=[gated, get_time], store=fresh)
+        result = await resumed_agent.run(session_id=paused.session_id, approvals={pending.tool_call_id: True})
+        await resumed_agent.aclose()
+        await fresh.close()
+        assert result.status == "completed" and result.output == "Paris: 21°C, 14:00."
+        continuation = server.requests[provider][1]
+
+    assert continuation == reference, provider
+    followup_carries_everything(provider, continuation)

@@ -3,7 +3,7 @@
 It owns what must stay consistent between the two: the session row (owner checked when the run starts),
 the session lock (taken, renewed after half its TTL, released), the event ``seq`` and the highest seq
 the store has recorded, and the step whose tools are running (so a run stopped half-way records its
-unfinished calls as cancelled). Events are numbered here, at the moment they are published; a write
+unfinished calls as cancelled, those awaiting a person included). Events are numbered here, at the moment they are published; a write
 that records a seq only ever records the seq of events already numbered.
 """
 
@@ -11,16 +11,23 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from toolwire.agent.history import CANCELLED_OUTPUT
-from toolwire.events import Envelope, ToolCallComplete
+from toolwire.events import Envelope, ToolCallComplete, ToolCallStatus
 from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage
 from toolwire.store._locks import lock_owner
 from toolwire.store.base import Store
-from toolwire.store.records import SessionInfo, StepRecord, ToolCallRecord, check_owner
+from toolwire.store.records import (
+    AWAITING,
+    OpenedHistory,
+    SessionInfo,
+    StepRecord,
+    ToolCallRecord,
+    check_owner,
+)
 from toolwire.tools.executor import ToolOutcome
 
 logger = logging.getLogger("toolwire.agent")
@@ -85,8 +92,9 @@ class StepRecorder:
 
     # -- the run's lifecycle ----------------------------------------------------------------------
 
-    async def open(self) -> list[Message]:
-        """Create or check the session, take its lock, and return the history repaired for the model.
+    async def open(self) -> OpenedHistory:
+        """Create or check the session, take its lock, and return the history repaired for the model with
+        the calls a paused run left awaiting a person.
 
         The stored row decides: a session created by someone else (or elsewhere in the tree) is refused
         with :class:`~toolwire.errors.SessionAccessError` before anything is read or written.
@@ -97,9 +105,7 @@ class StepRecorder:
         self.seq = self._persisted_seq = info.last_seq
         await self.store.lock_session(self.session.id, self._lock_owner, ttl=LOCK_TTL)
         self._locked_at = time.monotonic()
-        return await self.store.load_history(
-            self.session.id, mark_interrupted=True, max_output_chars=self._max_output_chars
-        )
+        return await self.store.open_history(self.session.id, max_output_chars=self._max_output_chars)
 
     async def renew_lock(self) -> None:
         """Keep the session through a long run (cheap: writes only after half the TTL)."""
@@ -137,9 +143,15 @@ class StepRecorder:
                 await self.store.set_title(self.session.id, title, only_if_empty=True)
 
     async def begin_step(
-        self, step: int, message: Message, calls: Sequence[ToolCallPart], usage: Usage, finish_reason: str
+        self,
+        step: int,
+        message: Message,
+        calls: Sequence[ToolCallPart],
+        usage: Usage,
+        finish_reason: str,
+        awaiting: Mapping[str, ToolCallStatus],
     ) -> None:
-        """The assistant message and its calls, pending, before any tool runs."""
+        """The assistant message and its calls, before any tool runs: pending, or awaiting a person."""
         now = time.time()
         records = tuple(
             ToolCallRecord(
@@ -149,6 +161,7 @@ class StepRecorder:
                 message_id=message.id,
                 step=step,
                 args=c.args,
+                status=awaiting.get(c.tool_call_id, "pending"),
                 provider=message.provider,
                 model=message.model,
                 interaction_id=self.interaction_id,
@@ -169,6 +182,31 @@ class StepRecorder:
         await self.store.begin_step(record)
         if calls:
             self.open_step = OpenStep(step=step, message_id=message.id, calls=list(calls))
+
+    def reopen_step(
+        self, step: int, message_id: str, calls: Sequence[ToolCallPart], finished: Mapping[str, ToolOutcome]
+    ) -> None:
+        """A paused step gets its answers: its calls are open again (``finished``: those that ended before
+        the pause), so a run stopped now records the unfinished ones as cancelled, as for any step."""
+        self.open_step = OpenStep(
+            step=step, message_id=message_id, calls=list(calls), outcomes=dict(finished)
+        )
+
+    async def mark_running(self, calls: Sequence[ToolCallPart]) -> None:
+        """Answered calls about to run are ``pending`` again: a crash now makes them interrupted (their
+        outcome unknown), never awaiting a second approval."""
+        assert self.open_step is not None
+        for call in calls:
+            await self.store.complete_tool_call(
+                self.session.id,
+                call.tool_call_id,
+                message_id=self.open_step.message_id,
+                status="pending",
+                output=None,
+                is_error=False,
+                started_at=None,
+                finished_at=None,
+            )
 
     async def complete(self, outcome: ToolOutcome) -> None:
         """One call's outcome, durable before anyone hears of it."""
@@ -216,7 +254,7 @@ class StepRecorder:
             now = time.time()
             for call in open_step.calls:
                 outcome = open_step.outcomes.get(call.tool_call_id)
-                if outcome is not None:
+                if outcome is not None and outcome.status not in AWAITING:
                     results.append(outcome.result)
                     continue
                 # Announced with the run's end, so no client keeps showing the call as running.

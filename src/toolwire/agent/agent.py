@@ -10,21 +10,24 @@ from __future__ import annotations
 import asyncio
 import copy
 import secrets
-from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypedDict, Unpack, overload
 
+from toolwire.agent._pause import pending_from_rows
 from toolwire.agent.config import RunConfig
 from toolwire.agent.drivers import Driver, NativeToolDriver
 from toolwire.agent.drivers.react import ReActDriver
 from toolwire.agent.loop import AgentRun, OutputT, RunResult
 from toolwire.agent.output import OutputMode, OutputSpec, build_output_spec
-from toolwire.errors import ConfigError
+from toolwire.agent.pending import Approval, DecisionKey, PendingCall
+from toolwire.errors import ConfigError, SubAgentPaused
 from toolwire.events import AgentEvent
 from toolwire.models import infer_model
 from toolwire.models.base import Model, ModelSettings, ToolChoice
 from toolwire.observability import EventBus, EventCallback
 from toolwire.store.base import Store
 from toolwire.store.memory import MemoryStore
+from toolwire.store.records import check_owner
 from toolwire.tools.context import DepsT, RunContext
 from toolwire.tools.executor import DEFAULT_MAX_OUTPUT_CHARS, ToolInterceptor
 from toolwire.tools.function import Tool, function_tool
@@ -257,7 +260,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def stream(
         self,
-        prompt: str,
+        prompt: str | None = None,
         *,
         session_id: str | None = None,
         deps: DepsT | None = None,
@@ -265,6 +268,8 @@ class Agent(Generic[DepsT, OutputT]):
         enabled_tools: Sequence[str] | None = None,
         exclude_tools: Sequence[str] = (),
         user_id: str | None = None,
+        approvals: Mapping[DecisionKey, Approval] | None = None,
+        tool_outputs: Mapping[DecisionKey, Any] | None = None,
     ) -> AgentRun[OutputT]:
         """Start a run: ``async for event in agent.stream(...)``. ``parent`` makes it a sub-agent run of
         that tool call.
@@ -272,6 +277,13 @@ class Agent(Generic[DepsT, OutputT]):
         To stop a run early, use it as a context manager: ``async with agent.stream(...) as run:``, then
         ``async for event in run:``; leaving the block closes the run (running tools are cancelled and
         recorded as cancelled). ``run.result`` is set once the run ended.
+
+        A run that paused (``result.status == "paused"``: calls wait for a person) is resumed by the next
+        run of its session, in this process or any other: ``approvals={tool_call_id: True | False |
+        Denied(reason)}`` for calls awaiting approval, ``tool_outputs={tool_call_id: value |
+        ToolFailed(message)}`` for client tools; no prompt is needed. A prompt given while calls still
+        wait closes the unanswered ones first (the model reads that they were not answered). See
+        :mod:`toolwire.agent.pending`.
         """
         return AgentRun(
             self._run_config(),
@@ -282,11 +294,13 @@ class Agent(Generic[DepsT, OutputT]):
             enabled_tools=enabled_tools,
             exclude_tools=exclude_tools,
             user_id=user_id,
+            approvals=approvals,
+            tool_outputs=tool_outputs,
         )
 
     async def run(
         self,
-        prompt: str,
+        prompt: str | None = None,
         *,
         session_id: str | None = None,
         deps: DepsT | None = None,
@@ -294,8 +308,11 @@ class Agent(Generic[DepsT, OutputT]):
         enabled_tools: Sequence[str] | None = None,
         exclude_tools: Sequence[str] = (),
         user_id: str | None = None,
+        approvals: Mapping[DecisionKey, Approval] | None = None,
+        tool_outputs: Mapping[DecisionKey, Any] | None = None,
     ) -> RunResult[OutputT]:
-        """Run to completion and return the result (consumes :meth:`stream`)."""
+        """Run to completion, or until calls wait for a person, and return the result (consumes
+        :meth:`stream`, which documents resuming a paused run)."""
         async with self.stream(
             prompt,
             session_id=session_id,
@@ -304,17 +321,29 @@ class Agent(Generic[DepsT, OutputT]):
             enabled_tools=enabled_tools,
             exclude_tools=exclude_tools,
             user_id=user_id,
+            approvals=approvals,
+            tool_outputs=tool_outputs,
         ) as run:
             async for _ in run:
                 pass
         assert run.result is not None
         return run.result
 
-    def run_sync(self, prompt: str, **kwargs: Any) -> RunResult[OutputT]:
+    def run_sync(self, prompt: str | None = None, **kwargs: Any) -> RunResult[OutputT]:
         """Blocking convenience wrapper around :meth:`run` (not for use inside a running event loop)."""
         return asyncio.run(self._run_and_close(prompt, **kwargs))
 
-    async def _run_and_close(self, prompt: str, **kwargs: Any) -> RunResult[OutputT]:
+    async def pending(self, session_id: str, *, user_id: str | None = None) -> list[PendingCall]:
+        """The calls the session's paused run waits for (empty when it is not paused), sub-agents'
+        included, as ``RunResult.pending`` listed them: what a UI shows after a restart."""
+        store = await self.get_store()
+        info = await store.get_session(session_id)
+        if info is None:
+            return []
+        check_owner(info, user_id if user_id is not None else self.user_id)
+        return pending_from_rows(await store.tool_calls(session_id), session_id)
+
+    async def _run_and_close(self, prompt: str | None, **kwargs: Any) -> RunResult[OutputT]:
         try:
             return await self.run(prompt, **kwargs)
         finally:
@@ -330,17 +359,35 @@ class Agent(Generic[DepsT, OutputT]):
         await self.model.aclose()
 
     def as_tool(self, name: str, description: str) -> Tool:
-        """This agent as a tool of another agent: runs in a child session whose events are forwarded."""
+        """This agent as a tool of another agent: runs in a child session whose events are forwarded.
+
+        When the sub-agent's run pauses (its calls wait for a person), the caller's call waits with it
+        (``awaiting_subagent``) and the caller's run pauses too, listing the sub-agent's pending calls;
+        answering them continues the same child session.
+        """
         agent = self
 
         async def delegate(ctx: RunContext[Any], task: str) -> Any:
-            # Random, so nobody can create it first; the loop checks it hangs under this session and
-            # belongs to this session's owner.
-            child_session = f"{ctx.session_id}.sub_{secrets.token_hex(8)}"
-            async with agent.stream(task, session_id=child_session, parent=ctx) as run:
+            resume = ctx.resume
+            if resume is not None:  # its run paused earlier: continue it with the answers it waited for
+                run = agent.stream(
+                    session_id=resume.session_id,
+                    parent=ctx,
+                    approvals=resume.approvals,
+                    tool_outputs=resume.tool_outputs,
+                )
+            else:
+                # Random, so nobody can create it first; the loop checks it hangs under this session and
+                # belongs to this session's owner.
+                run = agent.stream(
+                    task, session_id=f"{ctx.session_id}.sub_{secrets.token_hex(8)}", parent=ctx
+                )
+            async with run:
                 async for event in run:
                     ctx.forward(event)
             assert run.result is not None
+            if run.result.status == "paused":  # its calls wait for a person: this call waits with them
+                raise SubAgentPaused(run.session_id, run.result.pending)
             return run.result.output
 
         delegate.__doc__ = f"{description}\n\nArgs:\n    task: What to ask the {name} agent, in plain words."

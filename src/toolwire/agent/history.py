@@ -2,7 +2,9 @@
 
 :func:`repair_history` gives every client-executed tool call exactly one result, right after its assistant
 message, in call order: the stored result, else the outcome recorded on its tool-call row (cut to the live
-truncation rule), else a synthetic *interrupted* error result. Stores apply it in ``load_history``.
+truncation rule), else a synthetic *interrupted* error result. A call still awaiting a person (its run
+paused) gets the *unanswered* result it would get if the conversation moved on now. Stores apply it in
+``load_history``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,15 @@ INTERRUPTED_OUTPUT = (
     "Do not assume it succeeded; call it again if it is still needed."
 )
 CANCELLED_OUTPUT = "Tool call cancelled: the run was stopped before the tool finished."
+UNANSWERED_OUTPUT = (
+    "Tool call not answered: it was waiting for the user (an approval or a client's result) when the "
+    "conversation moved on, so it did not complete. Call it again if it is still needed."
+)
+
+
+def denied_output(reason: str = "") -> str:
+    """The result the model reads for a call the user refused to approve."""
+    return f"Tool call denied by the user: {reason}" if reason else "Tool call denied by the user."
 
 
 def repair_history(
@@ -29,9 +40,10 @@ def repair_history(
 ) -> tuple[list[Message], list[CallKey]]:
     """Give every client-executed tool call exactly one result, right after its assistant message, in call order.
 
-    Missing results come from the tool_calls row when the tool finished (``ok`` / ``error``); otherwise
-    the call is *interrupted* and gets a synthetic error result. Results whose call is not in the
-    history are dropped. Returns the repaired history and the calls newly found interrupted.
+    Missing results come from the tool_calls row when the tool finished (``ok`` / ``error``); a call
+    awaiting a person gets :data:`UNANSWERED_OUTPUT`; otherwise the call is *interrupted* and gets a
+    synthetic error result. Results whose call is not in the history are dropped. Returns the repaired
+    history and the calls newly found interrupted.
     """
     out: list[Message] = []
     interrupted: list[CallKey] = []
@@ -95,6 +107,10 @@ def _result_from_record(
     if record.status == "interrupted":
         return ToolResultPart(
             tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=INTERRUPTED_OUTPUT, is_error=True
+        )
+    if record.status.startswith("awaiting_"):  # its run is paused: what it gets if nobody answers
+        return ToolResultPart(
+            tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=UNANSWERED_OUTPUT, is_error=True
         )
     return ToolResultPart(
         tool_call_id=call.tool_call_id,

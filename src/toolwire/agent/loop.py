@@ -1,7 +1,8 @@
 """The one agent loop. ``Agent.run()`` and ``Agent.stream()`` both consume :class:`AgentRun`'s event stream.
 
-A run, in order: open the session (owner checked, lock taken, history repaired), store the user turn,
-then step until done. A step streams one model call as events (``_model_step``), hands the assistant
+A run, in order: open the session (owner checked, lock taken, history repaired), answer the calls a
+paused run left waiting (``_pause``: approvals, client outputs, or closing them before a new prompt), store
+the user turn, then step until done or until calls wait for a person (the run pauses). A step streams one model call as events (``_model_step``), hands the assistant
 message and its pending calls to the store (``begin_step``), runs the calls while streaming their events
 (``ToolExecutor.run_batch``; each result recorded as it finishes), stores the step's results
 (``finish_step``) and decides whether the run is done (``OutputPolicy`` when there is an output type).
@@ -12,9 +13,9 @@ happens here and nowhere else, whatever the provider or driver.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Generic, Self
 
@@ -23,9 +24,11 @@ from typing_extensions import TypeVar
 
 from toolwire._text import clean_part, clean_text
 from toolwire.agent._model_step import ModelStep
+from toolwire.agent._pause import Gate, Waiting, pending_of, plan_answers, unanswered
 from toolwire.agent._recorder import StepRecorder
 from toolwire.agent.config import RunConfig
 from toolwire.agent.output import NOTHING, OutputPolicy
+from toolwire.agent.pending import Approval, DecisionKey, PendingCall, Resume
 from toolwire.errors import MaxStepsExceeded, ToolBlockedError
 from toolwire.events import (
     AgentEvent,
@@ -37,12 +40,15 @@ from toolwire.events import (
     MediaEvent,
     MessagePersisted,
     OutputAvailable,
+    Resolution,
     StepFinish,
     StepStart,
     SystemMessageEvent,
     ToolCallActive,
+    ToolCallAwaiting,
     ToolCallComplete,
     ToolCallHeartbeat,
+    ToolCallResolved,
     ToolCallStatus,
     ToolProgress,
     UserTurnStart,
@@ -52,7 +58,7 @@ from toolwire.models._builder import MessageBuilder
 from toolwire.models.base import ModelRequest, ToolDefinition
 from toolwire.pricing import total_cost
 from toolwire.store.base import Store
-from toolwire.store.records import SessionInfo
+from toolwire.store.records import SessionInfo, ToolCallRecord
 from toolwire.tools.context import RunContext
 from toolwire.tools.executor import CallFinished, CallHeartbeat, CallStarted, ToolExecutor, ToolOutcome
 
@@ -99,6 +105,9 @@ class RunResult(Generic[OutputT]):
     status: InteractionStatus
     messages: list[Message] = field(default_factory=list)
     """Messages this run added to the session (user, assistant, tool)."""
+    pending: list[PendingCall] = field(default_factory=list)
+    """With ``status == "paused"``: the calls waiting for a person (approvals, client tools), sub-agents'
+    included. Answer them with ``agent.run(session_id=..., approvals=..., tool_outputs=...)``."""
     tool_executions: list[ToolExecution] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     """Summed over every step, tool-calling steps included."""
@@ -133,7 +142,7 @@ class AgentRun(Generic[OutputT]):
     def __init__(
         self,
         config: RunConfig,
-        prompt: str,
+        prompt: str | None,
         *,
         session_id: str | None = None,
         parent: RunContext[Any] | None = None,
@@ -141,6 +150,8 @@ class AgentRun(Generic[OutputT]):
         enabled_tools: Sequence[str] | None = None,
         exclude_tools: Sequence[str] = (),
         user_id: str | None = None,
+        approvals: Mapping[DecisionKey, Approval] | None = None,
+        tool_outputs: Mapping[DecisionKey, Any] | None = None,
     ) -> None:
         self.config = config
         parent_run = parent.sink if parent is not None and isinstance(parent.sink, AgentRun) else None
@@ -152,7 +163,11 @@ class AgentRun(Generic[OutputT]):
         self.user_id: str | None = user_id
         self.store: Store | None = None
         """The store this run persists to (set when the run starts)."""
-        self.prompt = prompt
+        self.prompt = prompt or ""
+        """The user's new turn (empty when the run only answers awaited calls)."""
+        self._new_turn = prompt is not None
+        self.approvals = dict(approvals or {})
+        self.tool_outputs = dict(tool_outputs or {})
         self.session_id = session_id or new_id("sess_")
         self.parent_session_id = parent.session_id if parent is not None else None
         self.parent_tool_call_id = parent.tool_call_id if parent is not None else None
@@ -177,6 +192,8 @@ class AgentRun(Generic[OutputT]):
         self._executions: list[ToolExecution] = []
         self._step_usage: list[Usage] = []
         self._step_models: list[tuple[str | None, str | None]] = []
+        self._gate = Gate(config.registry, frozenset())  # set when the run starts (its tools known)
+        self._waiting: list[Waiting] = []
         self._done = False
         self._status: InteractionStatus = "completed"
         self._output_value: Any = ""
@@ -247,7 +264,9 @@ class AgentRun(Generic[OutputT]):
         )
         self._recorder = recorder
         model_step = ModelStep(config, recorder, self._output)
-        self._history = await recorder.open()
+        self._gate = Gate(config.registry, frozenset(t.name for t in self._tools))
+        opened = await recorder.open()
+        self._history = opened.messages
         error: BaseException | None = None
         try:
             yield recorder.event(
@@ -256,9 +275,14 @@ class AgentRun(Generic[OutputT]):
                 agent_name=config.name,
                 parent_tool_call_id=self.parent_tool_call_id,
             )
-            user = Message.user(clean_text(self.prompt), session_id=self.session_id)
-            await self._append(user)
-            yield recorder.event(UserTurnStart, message=user)
+            if opened.awaited or self.approvals or self.tool_outputs or not self._new_turn:
+                async with aclosing(self._answer(opened.awaited, executor)) as answer_events:
+                    async for event in answer_events:
+                        yield event
+            if self._new_turn:
+                user = Message.user(clean_text(self.prompt), session_id=self.session_id)
+                await self._append(user)
+                yield recorder.event(UserTurnStart, message=user)
             step = 0
             while not self._done:
                 step += 1
@@ -329,8 +353,14 @@ class AgentRun(Generic[OutputT]):
         self._step_usage.append(finish.usage)
         self._step_models.append((builder.provider, builder.model))
         calls = [c for c in assistant.tool_calls if not c.provider_executed]
+        # The calls that wait for a person instead of running (no work unless a tool of the run may ask).
+        held = (
+            await self._gate.statuses(calls, builder.args_errors, self._context(step))
+            if self._gate.names
+            else {}
+        )
         if assistant.parts:
-            await recorder.begin_step(step, assistant, calls, finish.usage, finish.reason)
+            await recorder.begin_step(step, assistant, calls, finish.usage, finish.reason, held)
             self._history.append(assistant)
             self._new_messages.append(assistant)
             yield recorder.event(MessagePersisted, message_id=assistant.id, role="assistant")
@@ -343,27 +373,16 @@ class AgentRun(Generic[OutputT]):
                     await recorder.complete(outcome)
                     outcomes[outcome.call.tool_call_id] = outcome
                     yield self._complete_event(outcome, executed=False)
-            to_run = [c for c in calls if c.tool_call_id not in outcomes]
+            to_run = [c for c in calls if c.tool_call_id not in outcomes and c.tool_call_id not in held]
             if to_run:
                 tool_events = self._run_tools(to_run, builder.args_errors, step, executor, outcomes)
                 async with aclosing(tool_events) as events:
                     async for event in events:
                         yield event
-        tool_message = (
-            Message(
-                role="tool",
-                parts=tuple(outcomes[c.tool_call_id].result for c in calls),
-                session_id=self.session_id,
-            )
-            if calls
-            else None
-        )
-        # Numbered before the write, so the store records exactly the seq of the events that follow it.
-        announce: list[AgentEvent] = []
-        if tool_message is not None:
-            announce.append(recorder.event(MessagePersisted, message_id=tool_message.id, role="tool"))
-        announce.append(
-            recorder.event(
+        waiting = self._waiting_calls(calls, held, outcomes, assistant.id)
+
+        def step_finish() -> AgentEvent:
+            return recorder.event(
                 StepFinish,
                 step=step,
                 finish_reason=finish.reason,
@@ -373,17 +392,152 @@ class AgentRun(Generic[OutputT]):
                 model=builder.model,
                 response_id=builder.response_id,
             )
+
+        announce, tool_message = await self._store_results(
+            step, calls, outcomes, waiting, finish.usage, step_finish
         )
-        await recorder.finish_step(step, tool_message, finish.usage, announce)
         if tool_message is not None:
             self._history.append(tool_message)
-            self._new_messages.append(tool_message)
         for event in announce:
             yield event
         self._raise_for_outcomes(calls, outcomes)
+        if waiting:
+            return  # the run pauses: calls wait for a person
         async with aclosing(self._decide(assistant, calls, accepted, output_error)) as events:
             async for event in events:
                 yield event
+
+    async def _store_results(
+        self,
+        step: int,
+        calls: list[ToolCallPart],
+        outcomes: dict[str, ToolOutcome],
+        waiting: list[Waiting],
+        usage: Usage,
+        finish: Callable[[], AgentEvent] | None,
+    ) -> tuple[list[AgentEvent], Message | None]:
+        """Store the end of a step: the results of its finished calls (all of them, unless calls wait for a
+        person: the run then pauses, and the results given later are stored in another tool message of
+        the step, which ``load_history`` merges). Returns the events to publish after the write (numbered
+        before it, so the store records exactly their seq) and the tool message written, if any."""
+        recorder = self._recorder
+        assert recorder is not None
+        results = tuple(outcomes[c.tool_call_id].result for c in calls if c.tool_call_id in outcomes)
+        tool_message = Message(role="tool", parts=results, session_id=self.session_id) if results else None
+        announce: list[AgentEvent] = []
+        if tool_message is not None:
+            announce.append(recorder.event(MessagePersisted, message_id=tool_message.id, role="tool"))
+        if waiting:
+            announce.extend(self._awaiting_event(w) for w in waiting)
+        if finish is not None:
+            announce.append(finish())
+        await recorder.finish_step(step, tool_message, usage, announce)
+        if tool_message is not None:
+            self._new_messages.append(tool_message)
+        if waiting:
+            self._waiting, self._done, self._status = waiting, True, "paused"
+        return announce, tool_message
+
+    # -- human in the loop (the logic is in ``_pause``) ----------------------------------------------
+
+    def _waiting_calls(
+        self,
+        calls: list[ToolCallPart],
+        held: dict[str, ToolCallStatus],
+        outcomes: dict[str, ToolOutcome],
+        message_id: str,
+    ) -> list[Waiting]:
+        """The calls left waiting after a step's tools ran, in call order: those held, and those whose
+        sub-agent paused (taken out of ``outcomes``: they have no result yet)."""
+        waiting: list[Waiting] = []
+        for call in calls:
+            outcome = outcomes.get(call.tool_call_id)
+            if outcome is None and call.tool_call_id in held:
+                waiting.append(Waiting.held(call, held[call.tool_call_id], self.session_id, message_id))
+            elif outcome is not None and outcome.status == "awaiting_subagent":
+                waiting.append(Waiting.subagent(outcomes.pop(call.tool_call_id), self.session_id, message_id))
+        return waiting
+
+    async def _answer(
+        self, awaited: list[ToolCallRecord], executor: ToolExecutor
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Apply this run's answers to the step a paused run left waiting (with a new prompt: close what
+        nobody answered first), store their results, and pause again if calls still wait."""
+        recorder = self._recorder
+        assert recorder is not None
+        plan = plan_answers(
+            awaited,
+            self._history,
+            session_id=self.session_id,
+            approvals=self.approvals,
+            tool_outputs=self.tool_outputs,
+            closing=self._new_turn,
+            max_output_chars=self.config.max_tool_output_chars,
+        )
+        if plan is None:
+            return
+        message_id = plan.message.id
+        recorder.reopen_step(plan.step, message_id, plan.calls, {})
+        outcomes: dict[str, ToolOutcome] = {}
+        for outcome in plan.settled:
+            await recorder.complete(outcome)
+            outcomes[outcome.call.tool_call_id] = outcome
+            yield self._resolved_event(outcome.call, *plan.resolutions[outcome.call.tool_call_id])
+            yield self._complete_event(outcome, executed=False)
+        if plan.run:
+            for call in plan.run:
+                yield self._resolved_event(call, *plan.resolutions[call.tool_call_id])
+            await recorder.mark_running(plan.run)
+            tool_events = self._run_tools(plan.run, {}, plan.step, executor, outcomes, resumes=plan.resumes)
+            async with aclosing(tool_events) as events:
+                async for event in events:
+                    yield event
+        waiting = plan.waiting + self._waiting_calls(plan.calls, {}, outcomes, message_id)
+        if waiting and self._new_turn:  # moving on: a sub-agent that paused again is closed too
+            for call in [w.call for w in waiting]:
+                outcome = unanswered(call)
+                await recorder.complete(outcome)
+                outcomes[call.tool_call_id] = outcome
+                yield self._resolved_event(call, "unanswered", None)
+                yield self._complete_event(outcome, executed=False)
+            waiting = []
+        announce, _ = await self._store_results(plan.step, plan.calls, outcomes, waiting, Usage(), None)
+        # The step's results as the model gets them from now on (``load_history`` merges them likewise).
+        merged = self._history[plan.results_at]
+        self._history[plan.results_at] = replace(
+            merged,
+            parts=tuple(
+                outcomes[r.tool_call_id].result if r.tool_call_id in outcomes else r
+                for r in merged.tool_results
+            ),
+        )
+        for event in announce:
+            yield event
+        self._raise_for_outcomes(plan.calls, outcomes)
+
+    def _awaiting_event(self, waiting: Waiting) -> AgentEvent:
+        assert self._recorder is not None
+        event: AgentEvent = self._recorder.event(
+            ToolCallAwaiting,
+            tool_call_id=waiting.call.tool_call_id,
+            tool_name=waiting.call.tool_name,
+            args=waiting.call.args,
+            kind=waiting.kind,
+            message_id=waiting.message_id,
+            sub_session_id=waiting.sub_session_id,
+        )
+        return event
+
+    def _resolved_event(self, call: ToolCallPart, resolution: Resolution, reason: str | None) -> AgentEvent:
+        assert self._recorder is not None
+        event: AgentEvent = self._recorder.event(
+            ToolCallResolved,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            resolution=resolution,
+            reason=reason,
+        )
+        return event
 
     async def _run_tools(
         self,
@@ -392,21 +546,14 @@ class AgentRun(Generic[OutputT]):
         step: int,
         executor: ToolExecutor,
         outcomes: dict[str, ToolOutcome],
+        *,
+        resumes: Mapping[str, Resume] | None = None,
     ) -> AsyncGenerator[AgentEvent, None]:
-        """The step's calls as events: started, heartbeats, what the tools emit, completed."""
+        """The step's calls as events: started, heartbeats, what the tools emit, completed (a call whose
+        sub-agent paused is not complete: it is announced as waiting when the step ends)."""
         recorder = self._recorder
         assert recorder is not None
-        ctx = RunContext(
-            deps=self.deps,
-            session_id=self.session_id,
-            user_session_id=self.user_session_id,
-            interaction_id=self.interaction_id,
-            parent_session_id=self.parent_session_id,
-            step=step,
-            messages=tuple(self._history),
-            agent_name=self.config.name,
-            sink=self,
-        )
+        ctx = self._context(step, resumes)
         registry = self.config.registry
         sequential = any((t := registry.get(c.tool_name)) is not None and t.sequential for c in calls)
         inbox: asyncio.Queue[Any] = asyncio.Queue()
@@ -447,7 +594,8 @@ class AgentRun(Generic[OutputT]):
                                 elapsed=item.elapsed,
                             )
                         case CallFinished():
-                            yield self._complete_event(item.outcome)
+                            if item.outcome.status != "awaiting_subagent":
+                                yield self._complete_event(item.outcome)
                         case _Unnumbered():
                             yield recorder.event(item.cls, **item.fields)
                         case _:
@@ -483,6 +631,21 @@ class AgentRun(Generic[OutputT]):
             await self._append(output.retry_message(output_error, self.session_id))
 
     # -- helpers -----------------------------------------------------------------------------------
+
+    def _context(self, step: int, resumes: Mapping[str, Resume] | None = None) -> RunContext[Any]:
+        """What the step's tools (and approval predicates) are handed."""
+        return RunContext(
+            deps=self.deps,
+            session_id=self.session_id,
+            user_session_id=self.user_session_id,
+            interaction_id=self.interaction_id,
+            parent_session_id=self.parent_session_id,
+            step=step,
+            messages=tuple(self._history),
+            agent_name=self.config.name,
+            sink=self,
+            resumes=resumes or {},
+        )
 
     def _request(self, step: int) -> ModelRequest:
         config, output = self.config, self._output
@@ -537,8 +700,8 @@ class AgentRun(Generic[OutputT]):
 
     def _raise_for_outcomes(self, calls: list[ToolCallPart], outcomes: dict[str, ToolOutcome]) -> None:
         for call in calls:
-            outcome = outcomes[call.tool_call_id]
-            if outcome.error is None:
+            outcome = outcomes.get(call.tool_call_id)  # a waiting call has none
+            if outcome is None or outcome.error is None:
                 continue
             if isinstance(outcome.error, ToolBlockedError) and self.config.stop_on_block:
                 raise outcome.error
@@ -581,6 +744,7 @@ class AgentRun(Generic[OutputT]):
             interaction_id=self.interaction_id,
             status=self._status,
             messages=self._new_messages,
+            pending=pending_of(self._waiting),
             tool_executions=self._executions,
             usage=total,
             step_usage=self._step_usage,

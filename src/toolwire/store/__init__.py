@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolwire.agent.history import INTERRUPTED_OUTPUT, repair_history
+from toolwire.agent.history import INTERRUPTED_OUTPUT, UNANSWERED_OUTPUT, repair_history
 from toolwire.store._sql_engine import DEFAULT_URL
 from toolwire.store.base import SessionReader, Store
 from toolwire.store.memory import MemoryStore
@@ -24,6 +24,7 @@ async def open_store(url: str = DEFAULT_URL) -> Store:
 __all__ = [
     "DEFAULT_URL",
     "INTERRUPTED_OUTPUT",
+    "UNANSWERED_OUTPUT",
     "MemoryStore",
     "SessionInfo",
     "SessionReader",

@@ -23,7 +23,7 @@ from toolwire.messages import (
     parts_to_jsonable,
 )
 from toolwire.store.records import SessionInfo, ToolCallRecord
-from toolwire.store.schema import messages, sessions, tool_calls
+from toolwire.store.schema import STATUS_CHECK, messages, sessions, tool_calls
 
 MARK_INTERRUPTED = (
     sa.update(tool_calls)
@@ -60,6 +60,35 @@ def check_schema(conn: sa.Connection) -> None:
             "this database was created by toolwire 0.1 (message ids were global); "
             "export what you need and start a new database file or schema"
         )
+
+
+def upgrade_schema(conn: sa.Connection, *, postgres: bool) -> None:
+    """Bring tables made by an earlier toolwire to this schema (in the schema-creating transaction).
+
+    The one change so far: the statuses of paused runs (``awaiting_*``, ``denied``, ``unanswered``), which
+    the ``status`` CHECK of an older database refuses (``status`` was also ``VARCHAR(16)``). PostgreSQL
+    alters the column and the constraint in place; SQLite cannot alter a constraint, so the table is
+    rebuilt and its rows copied (https://sqlite.org/lang_altertable.html#otheralter). A no-op once done.
+    """
+    name = "ck_toolwire_tool_calls_status"
+    checks = sa.inspect(conn).get_check_constraints(tool_calls.name)
+    current = next((str(c["sqltext"]) for c in checks if c.get("name") == name), None)
+    if current is None or "awaiting_subagent" in current:
+        return
+    table = tool_calls.name
+    if postgres:
+        conn.execute(sa.text(f"ALTER TABLE {table} DROP CONSTRAINT {name}"))
+        conn.execute(sa.text(f"ALTER TABLE {table} ALTER COLUMN status TYPE VARCHAR(32)"))
+        conn.execute(sa.text(f"ALTER TABLE {table} ADD CONSTRAINT {name} CHECK ({STATUS_CHECK})"))
+        return
+    scratch = sa.MetaData()
+    sessions.to_metadata(scratch)  # the foreign key's target
+    rebuilt = tool_calls.to_metadata(scratch, name=f"{table}_upgrade")
+    rebuilt.create(conn)
+    columns = ", ".join(column.name for column in tool_calls.columns)
+    conn.execute(sa.text(f"INSERT INTO {rebuilt.name} ({columns}) SELECT {columns} FROM {table}"))
+    conn.execute(sa.text(f"DROP TABLE {table}"))
+    conn.execute(sa.text(f"ALTER TABLE {rebuilt.name} RENAME TO {table}"))
 
 
 def dumps(value: Any) -> str:

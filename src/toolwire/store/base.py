@@ -6,10 +6,15 @@ During a run, exactly one object writes: the loop's :class:`~toolwire.agent._rec
    session fixes its owner; the lock keeps other runs out);
 2. :meth:`Store.append_message` for the user message of a run;
 3. :meth:`Store.begin_step` after the model finished a step: the assistant message and every tool call
-   it made, recorded as *pending*, in one transaction, BEFORE any tool runs;
+   it made, recorded as *pending* (or *awaiting* a person: the run will pause), in one transaction,
+   BEFORE any tool runs;
 4. :meth:`Store.complete_tool_call` as each tool finishes (so a crash later loses no finished result);
 5. :meth:`Store.finish_step` with the step's tool-result message, usage and the session's last event seq,
-   in one transaction; then :meth:`Store.unlock_session`.
+   in one transaction; then :meth:`Store.unlock_session`. A paused step's message holds the results it
+   has; the run that answers the waiting calls stores theirs in another (``load_history`` merges them).
+
+A run reads with :meth:`Store.open_history` (the repaired history and the calls a paused run left
+awaiting).
 
 The one named writer outside a run is :meth:`Store.import_history` (the server starting a conversation
 from a client's messages, in one transaction). Everything else is reading (:class:`SessionReader`);
@@ -27,6 +32,7 @@ from toolwire.agent.history import repair_history
 from toolwire.messages import Message, Usage
 from toolwire.store.records import (
     CallKey,
+    OpenedHistory,
     SessionInfo,
     StepRecord,
     StoredStep,
@@ -170,12 +176,25 @@ class Store(ABC):
         looking at a live run whose tool is still executing. Results recovered from tool-call rows (the
         full output) are cut to ``max_output_chars`` by the same rule as live results.
         """
+        opened = await self._repaired(session_id, mark_interrupted, max_output_chars)
+        return opened.messages
+
+    async def open_history(self, session_id: str, *, max_output_chars: int = 0) -> OpenedHistory:
+        """What a run reads when it starts, as the holder of the session lock: the repaired history (its
+        unfinished calls recorded as interrupted, as with ``mark_interrupted=True``) and the calls a
+        paused run left awaiting a person, from the same two reads."""
+        return await self._repaired(session_id, True, max_output_chars)
+
+    async def _repaired(
+        self, session_id: str, mark_interrupted: bool, max_output_chars: int
+    ) -> OpenedHistory:
         messages = await self.raw_messages(session_id)
-        records = {(r.message_id, r.tool_call_id): r for r in await self.tool_calls(session_id)}
+        rows = await self.tool_calls(session_id)
+        records = {(r.message_id, r.tool_call_id): r for r in rows}
         repaired, interrupted = repair_history(messages, records, max_output_chars=max_output_chars)
         if interrupted and mark_interrupted:
             await self.mark_interrupted(session_id, interrupted)
-        return repaired
+        return OpenedHistory(messages=repaired, awaited=[r for r in rows if r.awaiting is not None])
 
     # -- managing conversations (the server's and the CLI's, never a run's) ---------------------------
 

@@ -7,11 +7,24 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from toolwire.errors import SessionAccessError
-from toolwire.events import ToolCallStatus
+from toolwire.events import AwaitingKind, ToolCallStatus
 from toolwire.messages import Message, Usage
 
 ToolCallRowStatus: TypeAlias = Literal["pending", ToolCallStatus]
-"""A stored call's status: ``pending`` from the step's start until it ends with a :data:`ToolCallStatus`."""
+"""A stored call's status: ``pending`` from the step's start until it ends with a :data:`ToolCallStatus`
+(or waits, the run paused: ``awaiting_*``)."""
+
+AWAITING: dict[str, AwaitingKind] = {
+    "awaiting_approval": "approval",
+    "awaiting_output": "output",
+    "awaiting_subagent": "subagent",
+}
+"""The statuses of a call that waits for a person, and what it waits for."""
+AWAITING_STATUS: dict[AwaitingKind, ToolCallStatus] = {
+    "approval": "awaiting_approval",
+    "output": "awaiting_output",
+    "subagent": "awaiting_subagent",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,6 +76,11 @@ class ToolCallRecord:
     model: str | None = None
     interaction_id: str | None = None
 
+    @property
+    def awaiting(self) -> AwaitingKind | None:
+        """What the call waits for while its run is paused, else ``None``."""
+        return AWAITING.get(self.status)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepRecord:
@@ -92,3 +110,13 @@ class StoredStep:
     finish_reason: str | None
     started_at: float | None
     finished_at: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenedHistory:
+    """What a run reads when it starts (:meth:`toolwire.store.base.Store.open_history`)."""
+
+    messages: list[Message]
+    """The history repaired for the model (an awaited call shows the result it gets if nobody answers)."""
+    awaited: list[ToolCallRecord]
+    """The calls waiting for a person (``awaiting_*``), in recorded order: what a resumed run answers."""

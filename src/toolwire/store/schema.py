@@ -14,7 +14,11 @@ Choices that hold for both engines:
 
 from __future__ import annotations
 
+from typing import get_args
+
 import sqlalchemy as sa
+
+from toolwire.events import ToolCallStatus
 
 metadata = sa.MetaData()
 
@@ -23,7 +27,10 @@ _Timestamp = sa.Double
 # SQLite only auto-increments an INTEGER PRIMARY KEY (the rowid alias), not a BIGINT one.
 _RowId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
-TOOL_CALL_STATUSES = ("pending", "ok", "error", "interrupted", "blocked", "cancelled")
+TOOL_CALL_STATUSES: tuple[str, ...] = ("pending", *get_args(ToolCallStatus))
+"""Every stored status: ``pending``, then how a call ended or why it waits (:data:`ToolCallStatus`)."""
+STATUS_CHECK = "status IN (" + ", ".join(f"'{s}'" for s in TOOL_CALL_STATUSES) + ")"
+"""The CHECK of ``toolwire_tool_calls.status`` (``upgrade_schema`` widens an older database's one)."""
 
 sessions = sa.Table(
     "toolwire_sessions",
@@ -81,7 +88,7 @@ tool_calls = sa.Table(
     sa.Column("step", sa.Integer, nullable=False),
     sa.Column("tool_name", sa.String(255), nullable=False),
     sa.Column("args", sa.JSON, nullable=False),
-    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("status", sa.String(32), nullable=False),
     sa.Column("output", sa.JSON, nullable=True),
     sa.Column("is_error", sa.Boolean, nullable=False, default=False),
     sa.Column("started_at", _Timestamp, nullable=True),
@@ -93,8 +100,5 @@ tool_calls = sa.Table(
     sa.UniqueConstraint(
         "session_id", "message_id", "tool_call_id", name="uq_toolwire_tool_calls_session_message_call"
     ),
-    sa.CheckConstraint(
-        "status IN (" + ", ".join(f"'{s}'" for s in TOOL_CALL_STATUSES) + ")",
-        name="ck_toolwire_tool_calls_status",
-    ),
+    sa.CheckConstraint(STATUS_CHECK, name="ck_toolwire_tool_calls_status"),
 )

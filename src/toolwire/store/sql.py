@@ -58,6 +58,7 @@ from toolwire.store._sql_rows import (
     tool_call_from_row,
     tool_call_row,
     touch,
+    upgrade_schema,
     usage_from_json,
     usage_to_json,
 )
@@ -154,6 +155,7 @@ class SQLStore(Store):
                 conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK_KEY)))
             metadata.create_all(conn)
             check_schema(conn)
+            upgrade_schema(conn, postgres=self._postgres)
 
         await self._write("create the schema", op)
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Literal, Protocol
 
 from typing_extensions import TypeVar
 
+from toolwire.agent.pending import Resume
 from toolwire.events import AgentEvent
 from toolwire.messages import Message, ToolCallPart
 
@@ -47,6 +48,8 @@ class RunContext(Generic[DepsT]):
     """The history as the model saw it in this step."""
     agent_name: str | None = None
     sink: EventSink = field(default_factory=_NullSink, repr=False, compare=False)
+    resumes: Mapping[str, Resume] = field(default_factory=dict, repr=False, compare=False)
+    """Answers for paused sub-agents, by the tool call that runs each (read through :attr:`resume`)."""
 
     def for_call(self, call: ToolCallPart) -> RunContext[DepsT]:
         return replace(self, call=call)
@@ -54,6 +57,13 @@ class RunContext(Generic[DepsT]):
     @property
     def tool_call_id(self) -> str | None:
         return self.call.tool_call_id if self.call is not None else None
+
+    @property
+    def resume(self) -> Resume | None:
+        """For a call that runs a sub-agent which paused: the answers to continue it with, else ``None``."""
+        if not self.resumes or self.call is None:
+            return None
+        return self.resumes.get(self.call.tool_call_id)
 
     def progress(self, fraction: float | None = None, message: str = "") -> None:
         """Report progress (``fraction`` in 0..1 when known)."""

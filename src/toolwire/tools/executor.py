@@ -17,7 +17,9 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from toolwire._text import clean_json, clean_text, truncate_output
+from toolwire.agent.history import UNANSWERED_OUTPUT
 from toolwire.errors import (
+    SubAgentPaused,
     ToolArgumentsError,
     ToolBlockedError,
     ToolError,
@@ -222,8 +224,16 @@ class ToolExecutor:
                 )
             call = await self._before(call, ctx)
             kwargs = tool.validate_args(call.args)
+            if tool.external:  # the loop holds its calls for the client: only a misrouted one gets here
+                raise ToolExecutionError(
+                    f"{call.tool_name} runs on the client: its output comes with tool_outputs=",
+                    tool_name=call.tool_name,
+                    tool_call_id=call.tool_call_id,
+                )
             timeout = tool.timeout if tool.timeout is not None else self.default_timeout
             output = await self._run(tool, kwargs, ctx.for_call(call), timeout, call)
+        except SubAgentPaused as exc:
+            return paused_outcome(call, exc, started)
         except ToolError as exc:
             exc.tool_name = exc.tool_name or call.tool_name
             exc.tool_call_id = exc.tool_call_id or call.tool_call_id
@@ -243,7 +253,7 @@ class ToolExecutor:
                 full_output=clean_text(exc.message),
                 error=exc,
             )
-        full, is_error = _jsonable(output)
+        full, is_error = jsonable_output(output)
         shown = self._truncate(full)
         result = ToolResultPart(
             tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=shown, is_error=is_error
@@ -317,6 +327,21 @@ class ToolExecutor:
         return truncate_output(output, self.max_output_chars)
 
 
+def paused_outcome(call: ToolCallPart, paused: SubAgentPaused, started: float) -> ToolOutcome:
+    """A call whose sub-agent paused: stored as ``awaiting_subagent`` with what it waits for; its result
+    (never sent while it waits) is the one it gets if nobody answers."""
+    return ToolOutcome(
+        call=call,
+        result=ToolResultPart(
+            tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=UNANSWERED_OUTPUT, is_error=True
+        ),
+        status="awaiting_subagent",
+        started_at=started,
+        finished_at=time.time(),
+        full_output={"session_id": paused.session_id, "pending": [p.to_dict() for p in paused.pending]},
+    )
+
+
 _TICK: Any = object()
 
 
@@ -334,7 +359,7 @@ async def _next_item(queue: asyncio.Queue[Any], interval: float | None) -> Any:
         return _TICK
 
 
-def _jsonable(value: Any) -> tuple[Any, bool]:
+def jsonable_output(value: Any) -> tuple[Any, bool]:
     """A JSON-compatible copy of a tool's return value, or an error payload that keeps its repr."""
     if isinstance(value, str):
         return clean_text(value), False

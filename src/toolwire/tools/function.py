@@ -5,9 +5,9 @@ from __future__ import annotations
 import inspect
 import re
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any, get_type_hints, overload
+from typing import Any, TypeAlias, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -16,6 +16,12 @@ from toolwire.models.base import ToolDefinition
 from toolwire.tools.context import RunContext
 
 ToolFunction = Callable[..., Any]
+ApprovalPredicate: TypeAlias = Callable[[RunContext[Any], dict[str, Any]], bool | Awaitable[bool]]
+"""``(ctx, args) -> bool`` (sync or async): whether this call must be approved. ``ctx.call`` is the call,
+``args`` its validated arguments."""
+ApprovalPolicy: TypeAlias = bool | ApprovalPredicate | Collection[str]
+"""What a tool source (toolset, MCP server) takes as ``requires_approval``: every tool (``True``), a
+predicate, or the names of the tools that need it (as the source lists them, before any prefix)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -36,8 +42,19 @@ class Tool:
     title: str | None = None
     source: str = "function"
     strict: bool | None = None
+    requires_approval: bool | ApprovalPredicate = False
+    """Run only once a person approved the call: ``True``, or an :data:`ApprovalPredicate` deciding per
+    call. The run pauses (``RunResult.pending``) after the step's other calls ran."""
+    external: bool = False
+    """A client-side tool: the model sees its schema, its body never runs here. The run pauses and the
+    client supplies the output (``agent.run(session_id=..., tool_outputs={call_id: value})``)."""
     _is_async: bool = field(default=False, repr=False)
     _schema_validator: Any = field(default=None, repr=False)
+
+    @property
+    def gated(self) -> bool:
+        """Whether a call of this tool may wait for a person (approval or a client's output)."""
+        return self.external or self.requires_approval is not False
 
     def definition(self) -> ToolDefinition:
         return ToolDefinition(
@@ -100,6 +117,8 @@ def tool(
     sequential: bool = False,
     title: str | None = None,
     strict: bool | None = None,
+    requires_approval: bool | ApprovalPredicate = False,
+    external: bool = False,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -113,8 +132,14 @@ def tool(
     sequential: bool = False,
     title: str | None = None,
     strict: bool | None = None,
+    requires_approval: bool | ApprovalPredicate = False,
+    external: bool = False,
 ) -> Tool | Callable[[ToolFunction], Tool]:
-    """Turn a function (sync or async) into a :class:`Tool`. Usable bare (``@tool``) or with options."""
+    """Turn a function (sync or async) into a :class:`Tool`. Usable bare (``@tool``) or with options.
+
+    ``requires_approval`` (``True`` or ``(ctx, args) -> bool``) makes a call wait for a person's approval;
+    ``external=True`` makes it a client-side tool whose body never runs here (see :class:`Tool`).
+    """
 
     def wrap(fn: ToolFunction) -> Tool:
         return function_tool(
@@ -125,6 +150,8 @@ def tool(
             sequential=sequential,
             title=title,
             strict=strict,
+            requires_approval=requires_approval,
+            external=external,
         )
 
     return wrap(function) if function is not None else wrap
@@ -139,10 +166,13 @@ def function_tool(
     sequential: bool = False,
     title: str | None = None,
     strict: bool | None = None,
+    requires_approval: bool | ApprovalPredicate = False,
+    external: bool = False,
 ) -> Tool:
     """Build a :class:`Tool` from a function's signature, type hints and docstring."""
     if not callable(fn):
         raise ConfigError(f"a tool must be callable, got {fn!r}")
+    check_approval(requires_approval, external, str(name or getattr(fn, "__name__", "?")))
     tool_name = name or getattr(fn, "__name__", None)
     if not tool_name or not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", tool_name):
         raise ConfigError(f"tool name {tool_name!r} must be 1-64 letters, digits, '_', '.' or '-'")
@@ -183,8 +213,26 @@ def function_tool(
         sequential=sequential,
         title=title,
         strict=strict,
+        requires_approval=requires_approval,
+        external=external,
         _is_async=inspect.iscoroutinefunction(fn),
     )
+
+
+def check_approval(requires_approval: object, external: bool, name: str) -> None:
+    """Refuse what cannot work: a policy that is neither a bool nor a predicate, an approved client tool."""
+    if not isinstance(requires_approval, bool) and not callable(requires_approval):
+        raise ConfigError(f"tool {name}: requires_approval must be a bool or a function (ctx, args) -> bool")
+    if external and requires_approval is not False:
+        raise ConfigError(f"tool {name}: an external tool runs on the client, which asks its user itself")
+
+
+def approval_for(policy: ApprovalPolicy, name: str) -> bool | ApprovalPredicate:
+    """A tool source's ``requires_approval`` for its tool ``name`` (a name list becomes ``True``/``False``)."""
+    if isinstance(policy, bool) or callable(policy):
+        return policy
+    names = {policy} if isinstance(policy, str) else set(policy)
+    return name in names
 
 
 def _is_context(annotation: Any) -> bool:

@@ -12,6 +12,9 @@ Failures become error results the model can read, never a crash:
 * no answer within ``timeout`` seconds -> error result (and a restart, since a server that stopped
   answering cannot be trusted with the next call).
 
+``requires_approval`` (``True``, a predicate ``(ctx, args) -> bool``, or tool names) makes calls of the
+server's tools wait for a person's approval before they reach the server.
+
 The SDK's context managers are anyio-scoped: they must be entered and exited in one task. Each
 source therefore runs its connection in a dedicated owner task and talks to the session from any
 task; closing the source stops the owner task, which exits the contexts where it entered them.
@@ -29,7 +32,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any
 
 from toolwire.errors import ConfigError, MissingExtraError, ToolExecutionError
-from toolwire.tools.function import Tool
+from toolwire.tools.function import ApprovalPolicy, Tool, approval_for
 
 logger = logging.getLogger("toolwire.tools.mcp")
 
@@ -41,9 +44,20 @@ class MCPToolError(ToolExecutionError):
 class _MCPServer:
     kind = "mcp"
 
-    def __init__(self, *, name: str, prefix: str | None, timeout: float, connect_timeout: float) -> None:
+    def __init__(
+        self,
+        *,
+        name: str,
+        prefix: str | None,
+        timeout: float,
+        connect_timeout: float,
+        requires_approval: ApprovalPolicy = False,
+    ) -> None:
         self.name = name
         self.prefix = prefix
+        self.requires_approval = requires_approval
+        """Which of the server's tools need a person's approval: all (``True``), a predicate
+        ``(ctx, args) -> bool``, or tool names as the server lists them."""
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self._session: Any = None
@@ -155,6 +169,7 @@ class _MCPServer:
             function=call_mcp_tool,
             title=title,
             source=self.source_name,
+            requires_approval=approval_for(self.requires_approval, name),
             _is_async=True,
         )
 
@@ -188,12 +203,14 @@ class MCPServerStdio(_MCPServer):
         name: str | None = None,
         timeout: float = 60.0,
         connect_timeout: float = 30.0,
+        requires_approval: ApprovalPolicy = False,
     ) -> None:
         super().__init__(
             name=name or os.path.basename(command),
             prefix=prefix,
             timeout=timeout,
             connect_timeout=connect_timeout,
+            requires_approval=requires_approval,
         )
         self.command = command
         self.args = list(args)
@@ -219,10 +236,17 @@ class MCPServerHTTP(_MCPServer):
         name: str | None = None,
         timeout: float = 60.0,
         connect_timeout: float = 30.0,
+        requires_approval: ApprovalPolicy = False,
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"an MCP HTTP server URL must start with http:// or https://, not {url!r}")
-        super().__init__(name=name or url, prefix=prefix, timeout=timeout, connect_timeout=connect_timeout)
+        super().__init__(
+            name=name or url,
+            prefix=prefix,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            requires_approval=requires_approval,
+        )
         self.url = url
         self.headers = dict(headers or {})
 

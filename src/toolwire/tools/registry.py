@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from toolwire.errors import ConfigError
 from toolwire.models.base import ToolDefinition
-from toolwire.tools.function import Tool, function_tool
+from toolwire.tools.function import ApprovalPolicy, Tool, approval_for, function_tool
 
 logger = logging.getLogger("toolwire.tools")
 
@@ -49,6 +49,8 @@ class Toolset:
 
     Subclass and override :meth:`setup` / :meth:`teardown`, and mark methods with ``@tool``-style
     registration via :meth:`tools`; or pass functions directly: ``Toolset([f, g], name="files")``.
+    ``requires_approval`` (``True``, a predicate ``(ctx, args) -> bool``, or tool names) makes calls of
+    its tools wait for a person's approval; a tool marked by ``@tool(...)`` itself keeps its own setting.
     """
 
     kind = "toolset"
@@ -59,9 +61,12 @@ class Toolset:
         *,
         name: str | None = None,
         prefix: str | None = None,
+        requires_approval: ApprovalPolicy = False,
     ) -> None:
         self.name = name or type(self).__name__
         self.prefix = prefix
+        self.requires_approval = requires_approval
+        """Which of its tools need a person's approval (a tool's own setting wins)."""
         self._given = list(tools)
         self._ready = False
 
@@ -83,7 +88,13 @@ class Toolset:
         if not self._ready:
             await self.setup()
             self._ready = True
-        return [t if isinstance(t, Tool) else function_tool(t) for t in self.tools()]
+        tools = [t if isinstance(t, Tool) else function_tool(t) for t in self.tools()]
+        if self.requires_approval is False:
+            return tools
+        return [
+            t if t.gated else replace(t, requires_approval=approval_for(self.requires_approval, t.name))
+            for t in tools
+        ]
 
     async def aclose(self) -> None:
         if self._ready:

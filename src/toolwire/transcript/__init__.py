@@ -27,7 +27,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from toolwire.events import AgentEvent
+from toolwire.events import AgentEvent, AwaitingKind
 from toolwire.messages import Message
 from toolwire.transcript._rules import Rules
 from toolwire.transcript._state import ChangeStream, Listener
@@ -158,6 +158,7 @@ class Transcript:
         *,
         parents: Mapping[str, str | None] | None = None,
         last_seq: Mapping[str, int] | None = None,
+        awaiting: Mapping[tuple[str, str], AwaitingKind] | None = None,
         on_change: Listener | None = None,
     ) -> Transcript:
         """Rebuild the transcript a live stream would have produced, from stored messages (resume).
@@ -167,9 +168,13 @@ class Transcript:
         (from the sessions table) to rebuild the tree. ``last_seq`` is each session's last persisted
         event seq: live events replayed at or below it are dropped as already shown. Use the raw
         stored messages: a call without result shows as executing until its completion arrives.
+        ``awaiting`` maps ``(session_id, tool_call_id)`` to what a call of a paused run waits for
+        (``approval``, ``output``, ``subagent``; from the tool-call rows whose status is ``awaiting_*``:
+        ``{(r.session_id, r.tool_call_id): r.awaiting for r in rows if r.awaiting}``): those calls show as
+        ``tool-call-awaiting`` showed them.
         """
         transcript = cls(on_change=on_change)
-        transcript._rules.restore(messages, parents=parents, last_seq=last_seq)
+        transcript._rules.restore(messages, parents=parents, last_seq=last_seq, awaiting=awaiting)
         return transcript
 
 

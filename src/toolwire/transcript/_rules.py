@@ -16,6 +16,7 @@ from typing import Any, assert_never
 
 from toolwire.events import (
     AgentEvent,
+    AwaitingKind,
     CustomDataEvent,
     ErrorEvent,
     InteractionEnd,
@@ -34,8 +35,10 @@ from toolwire.events import (
     TextEndEvent,
     TextStartEvent,
     ToolCallActive,
+    ToolCallAwaiting,
     ToolCallComplete,
     ToolCallHeartbeat,
+    ToolCallResolved,
     ToolInputAvailableEvent,
     ToolInputDeltaEvent,
     ToolInputStartEvent,
@@ -45,6 +48,8 @@ from toolwire.events import (
 from toolwire.messages import FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from toolwire.transcript._state import MAX_DEPTH, CallState, Entry, Listener, SessionState, Source, first
 from toolwire.transcript.types import (
+    AWAITING_NOTIFICATION,
+    AWAITING_STATUSES,
     MessageAdded,
     MessageUpdated,
     NotificationAdded,
@@ -140,13 +145,19 @@ class Rules:
                 | ToolCallHeartbeat()
                 | ToolProgress()
                 | ToolCallComplete()
+                | ToolCallAwaiting()
+                | ToolCallResolved()
             ):
                 self._tool_event(state, event)
             case UserTurnStart():
                 self._user_turn(state, event.message)
             case InteractionEnd():
                 state.anon = None
-                self._clear_notifications("interaction-end", state.id)
+                # A paused run ends with calls waiting for a person: they stay until answered.
+                self._clear_notifications("interaction-end", state.id, awaiting=False)
+            case InteractionStart():
+                # This run answers, announces again or abandons what its sub-agents waited for.
+                self._clear_notifications("interaction-start", state.id, awaiting=True, below=True)
             case StepFinish():
                 state.anon = None
             case SystemMessageEvent():
@@ -159,8 +170,7 @@ class Rules:
                 entry = self._note(state, "media", text="", level=None, tool_call_id=event.tool_call_id)
                 entry.content_type, entry.url, entry.data = event.content_type, event.url, event.data
             case (
-                InteractionStart()
-                | StepStart()
+                StepStart()
                 | TextStartEvent()
                 | TextEndEvent()
                 | ReasoningStartEvent()
@@ -183,7 +193,9 @@ class Rules:
         | ToolCallActive
         | ToolCallHeartbeat
         | ToolProgress
-        | ToolCallComplete,
+        | ToolCallComplete
+        | ToolCallAwaiting
+        | ToolCallResolved,
     ) -> None:
         match event:
             case ToolInputStartEvent():
@@ -201,6 +213,12 @@ class Rules:
                 self._complete(
                     state, event.tool_call_id, event.tool_name, event.args, event.output, event.is_error
                 )
+            case ToolCallAwaiting():
+                self._awaiting(
+                    state, event.tool_call_id, event.tool_name, event.args, event.kind, event.timestamp
+                )
+            case ToolCallResolved():
+                self._resolved(state, event.tool_call_id)
             case _:
                 assert_never(event)
 
@@ -229,6 +247,7 @@ class Rules:
             self._link(state, parent)
         if user_session_id and not state.user_session_id:
             state.user_session_id = user_session_id
+            self._tree_version += 1  # roots cached below this session may end here now
         return state
 
     def _link(self, state: SessionState, parent: str) -> None:
@@ -469,17 +488,27 @@ class Rules:
         self, state: SessionState, tool_call_id: str, tool_name: str, args: dict[str, Any], at: float
     ) -> None:
         key = (state.id, tool_call_id)
-        call = self._call(key)
-        if call.done:
+        call = self._live_call(key, tool_name, args)
+        if call is None:
             return
-        call.tool_name = tool_name or call.tool_name
-        if call.args is None and args:
-            call.args = args
         current = self._notifications.get(key)
         if current is None:
             self._notify_add(self._executing(state.id, tool_call_id, call.tool_name, at))
         elif current.status != "executing":
             self._notify_update(replace(current, status="executing", started_at=at, tool_name=call.tool_name))
+
+    def _live_call(
+        self, key: tuple[str, str], tool_name: str, args: dict[str, Any] | None
+    ) -> CallState | None:
+        """The call with what an activation or a wait tells of it; ``None`` once it finished (a late or
+        replayed event of a finished call changes nothing)."""
+        call = self._call(key)
+        if call.done:
+            return None
+        call.tool_name = tool_name or call.tool_name
+        if call.args is None and args:
+            call.args = args
+        return call
 
     def _heartbeat(self, state: SessionState, tool_call_id: str, tool_name: str, started_at: float) -> None:
         key = (state.id, tool_call_id)
@@ -489,6 +518,42 @@ class Rules:
         # A heartbeat for a tool we never saw start (joined mid-run): it is running, so show it.
         call.tool_name = tool_name or call.tool_name
         self._notify_add(self._executing(state.id, tool_call_id, call.tool_name, started_at))
+
+    def _awaiting(
+        self,
+        state: SessionState,
+        tool_call_id: str,
+        tool_name: str,
+        args: dict[str, Any] | None,
+        kind: AwaitingKind,
+        at: float,
+    ) -> None:
+        key = (state.id, tool_call_id)
+        call = self._live_call(key, tool_name, args)
+        if call is None:
+            return
+        status: NotificationStatus = AWAITING_NOTIFICATION[kind]
+        current = self._notifications.get(key)
+        if current is None:
+            self._notify_add(
+                ToolNotification(
+                    session_id=state.id,
+                    tool_call_id=tool_call_id,
+                    tool_name=call.tool_name,
+                    status=status,
+                    started_at=at,
+                )
+            )
+        elif current.status != status:  # it keeps the time it was selected at
+            self._notify_update(replace(current, status=status, tool_name=call.tool_name))
+
+    def _resolved(self, state: SessionState, tool_call_id: str) -> None:
+        key = (state.id, tool_call_id)
+        current = self._notifications.get(key)
+        if current is not None and current.status in AWAITING_STATUSES:
+            del self._notifications[key]
+            if self._listeners:
+                self._emit(NotificationRemoved(notification=current, reason="resolved"))
 
     def _progress(self, state: SessionState, tool_call_id: str, fraction: float | None, text: str) -> None:
         current = self._notifications.get((state.id, tool_call_id))
@@ -565,12 +630,25 @@ class Rules:
         if self._listeners:
             self._emit(NotificationUpdated(notification=notification))
 
-    def _clear_notifications(self, reason: RemovalReason, subtree: str | None) -> None:
-        """Drop leftover notifications: all (``subtree=None``) or those of a session and its sub-sessions."""
+    def _clear_notifications(
+        self,
+        reason: RemovalReason,
+        subtree: str | None,
+        *,
+        awaiting: bool | None = None,
+        below: bool = False,
+    ) -> None:
+        """Drop leftover notifications: all (``subtree=None``) or those of a session and its sub-sessions
+        (``below``: its sub-sessions only); ``awaiting``: only those of calls waiting for a person
+        (``True``) or only the others (``False``)."""
         if not self._notifications:
             return
         for key, notification in list(self._notifications.items()):
             self._ops += 1
+            if awaiting is not None and (notification.status in AWAITING_STATUSES) != awaiting:
+                continue
+            if below and notification.session_id == subtree:
+                continue
             if subtree is None or self._within(notification.session_id, subtree):
                 del self._notifications[key]
                 if self._listeners:
@@ -589,8 +667,10 @@ class Rules:
         *,
         parents: Mapping[str, str | None] | None = None,
         last_seq: Mapping[str, int] | None = None,
+        awaiting: Mapping[tuple[str, str], AwaitingKind] | None = None,
     ) -> None:
-        """Replay stored messages (all sessions, in the order they happened) through the live handlers."""
+        """Replay stored messages (all sessions, in the order they happened) through the live handlers;
+        ``awaiting``: the calls a paused run left waiting, as ``tool-call-awaiting`` would show them."""
         parent_of = dict(parents or {})
         for message in messages:
             self._ops += 1
@@ -603,3 +683,5 @@ class Rules:
         for session_id, seq in (last_seq or {}).items():
             state = self._register_chain(session_id, parent_of)
             state.high_seq = max(state.high_seq, seq)
+        for (session_id, tool_call_id), kind in (awaiting or {}).items():
+            self._awaiting(self._register_chain(session_id, parent_of), tool_call_id, "", None, kind, 0.0)

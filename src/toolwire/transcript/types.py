@@ -35,8 +35,19 @@ __all__ = [
 ]
 
 TranscriptRole: TypeAlias = Literal["user", "assistant", "reasoning", "system", "media"]
-NotificationStatus: TypeAlias = Literal["preparing", "executing"]
-RemovalReason: TypeAlias = Literal["complete", "interaction-end", "user-turn-start"]
+NotificationStatus: TypeAlias = Literal[
+    "preparing", "executing", "awaiting-approval", "awaiting-output", "awaiting-subagent"
+]
+RemovalReason: TypeAlias = Literal[
+    "complete", "interaction-end", "user-turn-start", "resolved", "interaction-start"
+]
+AWAITING_NOTIFICATION: dict[str, NotificationStatus] = {
+    "approval": "awaiting-approval",
+    "output": "awaiting-output",
+    "subagent": "awaiting-subagent",
+}
+"""The notification status of a call waiting for a person, by what it waits for."""
+AWAITING_STATUSES = frozenset(AWAITING_NOTIFICATION.values())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,7 +90,8 @@ class TranscriptMessage:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolNotification:
-    """A tool the model selected or the executor runs right now, keyed by ``(session_id, tool_call_id)``."""
+    """A tool the model selected, the executor runs right now, or that waits for a person (an approval,
+    a client's output, a paused sub-agent), keyed by ``(session_id, tool_call_id)``."""
 
     session_id: str
     tool_call_id: str

@@ -69,7 +69,7 @@ for (const { file, data } of toolwire) {
   });
 
   test(`${file}: history rebuilds the same transcript`, () => {
-    const resumed = Transcript.fromHistory(data.history, { parents: data.parents });
+    const resumed = Transcript.fromHistory(data.history, { parents: data.parents, awaiting: data.awaiting });
     assert.deepEqual(messages(resumed), persistent(data.expected.messages));
     assert.deepEqual(notifications(resumed), data.resumed_notifications || []);
     assert.deepEqual(sessionsToDict(resumed.sessions), data.expected.sessions);
@@ -80,7 +80,7 @@ for (const { file, data } of toolwire) {
   for (const [index, resume] of (data.resumes || []).entries()) {
     test(`${file}: reconnect ${index} resumes from history plus the remaining events`, () => {
       const { t: full } = live(data);
-      const t = Transcript.fromHistory(resume.history, { parents: data.parents, lastSeq: resume.last_seq });
+      const t = Transcript.fromHistory(resume.history, { parents: data.parents, lastSeq: resume.last_seq, awaiting: resume.awaiting });
       if (index === 0 && data.resumed_checkpoint) {
         assert.deepEqual(messages(t), data.resumed_checkpoint.messages);
         assert.deepEqual(notifications(t), data.resumed_checkpoint.notifications);
@@ -165,8 +165,9 @@ for case in json.load(sys.stdin):
         t = Transcript(on_change=changes.append)
     else:
         history = [MessageAdapter.validate_python(m) for m in case["history"]]
+        awaiting = {(a["session_id"], a["tool_call_id"]): a["kind"] for a in case.get("awaiting") or []}
         t = Transcript.from_history(history, parents=case["parents"], last_seq=case["last_seq"],
-                                    on_change=changes.append)
+                                    awaiting=awaiting, on_change=changes.append)
     for raw in case["events"]:
         t.apply(event_from_dict(raw))
     out.append(dump(t, changes))
@@ -214,7 +215,7 @@ function randomCase(seed) {
     const args = () => (r() < 0.3 ? {} : { q: pick(["x", "y"]), n: Math.floor(r() * 3) });
     switch (pick(["user", "text", "text", "text", "reasoning", "input-start", "input", "active", "active",
       "heartbeat", "progress", "complete", "complete", "complete", "end", "step", "system", "error", "media",
-      "start", "persisted"])) {
+      "start", "persisted", "awaiting", "resolved"])) {
       case "user": return { ...base, type: "user-turn-start", message: userMessage(sid) };
       case "text": return { ...base, type: "text-delta", id: "t", delta: pick(["a", "b ", "", "ç"]), message_id: pick(messageIds) };
       case "reasoning": return { ...base, type: "reasoning-delta", id: "r", delta: pick(["hm", ""]), message_id: pick(messageIds) };
@@ -230,6 +231,8 @@ function randomCase(seed) {
       case "error": return { ...base, type: "error", error_type: "boom", message: "it broke" };
       case "media": return { ...base, type: "media", content_type: "image/png", data: pick([null, "AAAA"]), url: pick([null, "https://x/y.png"]), tool_call_id: pick([null, "c2"]) };
       case "start": return { ...base, type: "interaction-start", prompt: "p" };
+      case "awaiting": return { ...base, type: "tool-call-awaiting", ...call(), args: args(), kind: pick(["approval", "output", "subagent"]) };
+      case "resolved": return { ...base, type: "tool-call-resolved", ...call(), resolution: pick(["approved", "denied", "unanswered"]) };
       default: return { ...base, type: "message-persisted", message_id: pick(messageIds) || "m9", role: "assistant" };
     }
   };
@@ -255,8 +258,13 @@ function randomCase(seed) {
   const history = resumed ? Array.from({ length: Math.floor(r() * 12) }, (_, i) => storedMessage(i)) : null;
   const lastSeq = resumed ? Object.fromEntries(sessions.filter(() => r() < 0.5).map((s) => [s, Math.floor(r() * 4)])) : null;
   if (lastSeq) for (const [s, n] of Object.entries(lastSeq)) seq[s] = Math.max(seq[s], n - 1);
+  const awaiting = resumed && r() < 0.5 ? [] : null; // the awaited rows of a paused run: one per call
+  for (let k = awaiting ? 1 + Math.floor(r() * 3) : 0; k > 0; k--) {
+    const row = { session_id: pick(sessions), tool_call_id: pick(callIds), kind: pick(["approval", "output", "subagent"]) };
+    if (!awaiting.some((a) => a.session_id === row.session_id && a.tool_call_id === row.tool_call_id)) awaiting.push(row);
+  }
   const events = Array.from({ length: 20 + Math.floor(r() * 60) }, event);
-  return { history, parents: resumed ? parents : null, last_seq: lastSeq, events };
+  return { history, parents: resumed ? parents : null, last_seq: lastSeq, awaiting, events };
 }
 
 function runJs(c) {
@@ -264,7 +272,7 @@ function runJs(c) {
   const onChange = (change) => changes.push(change);
   const t = c.history === null
     ? new Transcript({ onChange })
-    : Transcript.fromHistory(c.history, { parents: c.parents, lastSeq: c.last_seq, onChange });
+    : Transcript.fromHistory(c.history, { parents: c.parents, lastSeq: c.last_seq, awaiting: c.awaiting, onChange });
   t.applyAll(c.events);
   return {
     messages: messages(t),

@@ -6,6 +6,9 @@
 // Not ported: the Agent C event mapping (a Python-side adapter; the page only reads toolwire events).
 
 const MAX_DEPTH = 256;
+// The notification status of a call waiting for a person, by what it waits for (tool-call-awaiting `kind`).
+const AWAITING = { approval: "awaiting-approval", output: "awaiting-output", subagent: "awaiting-subagent" };
+const isAwaiting = (notification) => Object.values(AWAITING).includes(notification.status);
 
 class Entry {
   constructor({ id, role, sessionId, text = "", sourceId = "" }) {
@@ -161,12 +164,23 @@ export class Transcript {
           state, event.tool_call_id, event.tool_name, event.args || {}, event.output ?? null, !!event.is_error,
         );
         break;
+      case "tool-call-awaiting":
+        this._awaiting(state, event.tool_call_id, event.tool_name, event.args || {}, event.kind || "approval", ts);
+        break;
+      case "tool-call-resolved":
+        this._resolved(state, event.tool_call_id);
+        break;
       case "user-turn-start":
         this._userTurn(state, event.message || { parts: [] });
         break;
       case "interaction-end":
         state.anon = null;
-        this._clearNotifications("interaction-end", state.id);
+        // A paused run ends with calls waiting for a person: they stay until answered.
+        this._clearNotifications("interaction-end", state.id, { awaiting: false });
+        break;
+      case "interaction-start":
+        // This run answers, announces again or abandons what its sub-agents waited for.
+        this._clearNotifications("interaction-start", state.id, { awaiting: true, below: true });
         break;
       case "step-finish":
         state.anon = null;
@@ -419,10 +433,8 @@ export class Transcript {
 
   _active(state, toolCallId, toolName, args, at) {
     const k = key(state.id, toolCallId);
-    const call = this._call(k);
-    if (call.done) return;
-    call.toolName = toolName || call.toolName;
-    if (call.args === null && args && Object.keys(args).length) call.args = args;
+    const call = this._liveCall(k, toolName, args);
+    if (call === null) return;
     const current = this._notifications.get(k);
     if (!current) {
       this._notifyAdd(this._executing(state.id, toolCallId, call.toolName, at));
@@ -431,12 +443,43 @@ export class Transcript {
     }
   }
 
+  // The call with what an activation or a wait tells of it; null once it finished (late or replayed).
+  _liveCall(k, toolName, args) {
+    const call = this._call(k);
+    if (call.done) return null;
+    call.toolName = toolName || call.toolName;
+    if (call.args === null && args && Object.keys(args).length) call.args = args;
+    return call;
+  }
+
   _heartbeat(state, toolCallId, toolName, startedAt) {
     const k = key(state.id, toolCallId);
     const call = this._call(k);
     if (call.done || this._notifications.has(k)) return;
     call.toolName = toolName || call.toolName;
     this._notifyAdd(this._executing(state.id, toolCallId, call.toolName, startedAt));
+  }
+
+  _awaiting(state, toolCallId, toolName, args, kind, at) {
+    const k = key(state.id, toolCallId);
+    const call = this._liveCall(k, toolName, args);
+    if (call === null) return;
+    const status = AWAITING[kind] || AWAITING.approval;
+    const current = this._notifications.get(k);
+    if (!current) {
+      this._notifyAdd({ session_id: state.id, tool_call_id: toolCallId, tool_name: call.toolName, status, started_at: at, progress: null, progress_message: "" });
+    } else if (current.status !== status) {
+      this._notifyUpdate({ ...current, status, tool_name: call.toolName }); // it keeps the time it was selected at
+    }
+  }
+
+  _resolved(state, toolCallId) {
+    const k = key(state.id, toolCallId);
+    const current = this._notifications.get(k);
+    if (current && isAwaiting(current)) {
+      this._notifications.delete(k);
+      this._emit({ type: "notification-removed", notification: current, reason: "resolved" });
+    }
   }
 
   _progress(state, toolCallId, fraction, text) {
@@ -499,8 +542,10 @@ export class Transcript {
     this._emit({ type: "notification-updated", notification });
   }
 
-  _clearNotifications(reason, subtree) {
+  _clearNotifications(reason, subtree, { awaiting = null, below = false } = {}) {
     for (const [k, notification] of [...this._notifications]) {
+      if (awaiting !== null && isAwaiting(notification) !== awaiting) continue;
+      if (below && notification.session_id === subtree) continue;
       if (subtree === null || this._within(notification.session_id, subtree)) {
         this._notifications.delete(k);
         this._emit({ type: "notification-removed", notification, reason });
@@ -514,7 +559,8 @@ export class Transcript {
 
   // -- resume -----------------------------------------------------------------------------------
 
-  static fromHistory(messages, { parents = null, lastSeq = null, onChange = undefined } = {}) {
+  // `awaiting`: [{session_id, tool_call_id, kind}] of the calls a paused run left waiting.
+  static fromHistory(messages, { parents = null, lastSeq = null, awaiting = null, onChange = undefined } = {}) {
     const transcript = new Transcript({ onChange });
     const parentOf = { ...(parents || {}) };
     for (const message of messages) {
@@ -526,6 +572,10 @@ export class Transcript {
     for (const [sid, seq] of Object.entries(lastSeq || {})) {
       const state = transcript._registerChain(sid, parentOf);
       state.highSeq = Math.max(state.highSeq, seq);
+    }
+    for (const waiting of awaiting || []) {
+      const state = transcript._registerChain(waiting.session_id, parentOf);
+      transcript._awaiting(state, waiting.tool_call_id, "", null, waiting.kind, 0);
     }
     return transcript;
   }
