@@ -1,4 +1,4 @@
-"""The ``toolwire`` command: run, chat, demo, sessions, serve. Sync edge over the async core.
+"""The ``toolwire`` command: run, chat, demo, sessions, models, serve. Sync edge over the async core.
 
 Only the argument parser is built at import; each command imports what it needs when it runs, so
 ``toolwire --help`` stays fast. The command owns the process's logging (``--log-level``) and reads a
@@ -146,6 +146,8 @@ def _parser() -> argparse.ArgumentParser:
     sdelete.add_argument("--store", help=STORE_HELP)
     sdelete.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     sdelete.set_defaults(handler="_sessions:delete_session")
+
+    command("models", "_models:list_models", "list providers: base URL, key variable, whether it is set")
 
     serve = command(
         "serve", "_turns:serve", "serve an agent over HTTP (AI SDK UI stream, native events, web page)"

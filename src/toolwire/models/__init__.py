@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from toolwire.errors import ConfigError
 from toolwire.models._builder import collect
+from toolwire.models._catalog import PRESETS, Preset
 from toolwire.models._providers import is_http_url
 from toolwire.models.base import Model, ModelRequest, ModelResponse, ModelSettings, ToolDefinition
 
 if TYPE_CHECKING:
     from toolwire.models.anthropic import AnthropicModel
+    from toolwire.models.azure import AzureOpenAIChatModel, AzureOpenAIResponsesModel
     from toolwire.models.bedrock import BedrockModel
     from toolwire.models.gemini import GeminiModel
     from toolwire.models.local import LocalModel
@@ -25,6 +27,8 @@ _LAZY = {
     "OpenAIChatModel": "toolwire.models.openai_chat",
     "OpenAIResponsesModel": "toolwire.models.openai_responses",
     "AnthropicModel": "toolwire.models.anthropic",
+    "AzureOpenAIChatModel": "toolwire.models.azure",
+    "AzureOpenAIResponsesModel": "toolwire.models.azure",
     "GeminiModel": "toolwire.models.gemini",
     "BedrockModel": "toolwire.models.bedrock",
     "LocalModel": "toolwire.models.local",
@@ -46,8 +50,31 @@ def _compatible(cls: Callable[..., Model], name: str) -> Model:
     return cls(model_name, base_url=url)  # its key: see infer_model
 
 
+def _preset(preset: Preset) -> Callable[[Any, str], Model]:
+    """Build ``preset``'s model from ``MODEL``, or ``MODEL@BASE_URL`` for a self-hosted server."""
+
+    def build(cls: Callable[..., Model], name: str) -> Model:
+        if not preset.self_hosted:
+            return cls(name, preset=preset)
+        model_name, at, url = name.partition("@")
+        if at and not is_http_url(url):
+            raise ConfigError(f"use '{preset.name}:MODEL@BASE_URL' with an http(s) BASE_URL")
+        return cls(model_name, preset=preset, base_url=url or None)
+
+    return build
+
+
+def _preset_entries() -> dict[str, tuple[str, Callable[[Any, str], Model]]]:
+    entries = {p.name: ("OpenAIChatModel", _preset(p)) for p in PRESETS.values()}
+    entries.update(
+        {f"{p.name}-responses": ("OpenAIResponsesModel", _preset(p)) for p in PRESETS.values() if p.responses}
+    )
+    return entries
+
+
 _PROVIDERS: Mapping[str, tuple[str, Callable[[Any, str], Model]]] = MappingProxyType(
     {
+        **_preset_entries(),
         "openai": ("OpenAIChatModel", lambda cls, name: cls(name)),
         "openai-responses": ("OpenAIResponsesModel", lambda cls, name: cls(name)),
         "openai-compatible": ("OpenAIChatModel", _compatible),
@@ -58,6 +85,8 @@ _PROVIDERS: Mapping[str, tuple[str, Callable[[Any, str], Model]]] = MappingProxy
         "bedrock": ("BedrockModel", lambda cls, name: cls(name)),
         "scripted": ("ScriptedModel", lambda cls, name: cls.from_file(name)),
         "local": ("LocalModel", lambda cls, _: cls()),
+        "azure": ("AzureOpenAIChatModel", lambda cls, name: cls(name)),
+        "azure-responses": ("AzureOpenAIResponsesModel", lambda cls, name: cls(name)),
     }
 )
 """Model string prefix -> (adapter class, a key of ``_LAZY``; how to build it from the rest of the string)."""
@@ -66,7 +95,9 @@ _PROVIDERS: Mapping[str, tuple[str, Callable[[Any, str], Model]]] = MappingProxy
 def infer_model(spec: str | Model) -> Model:
     """Build a model from a string such as ``openai:gpt-4o``, ``anthropic:claude-sonnet-4-5``,
     ``gemini:gemini-2.5-flash``, ``vertex:...``, ``openai-responses:gpt-5``, ``bedrock:MODEL_ID``,
-    ``openai-compatible:NAME@URL``, ``local`` or ``scripted:FILE.json``.
+    ``openai-compatible:NAME@URL``, ``local`` or ``scripted:FILE.json``; a provider preset of
+    ``toolwire.models._catalog`` (``groq:llama-3.3-70b``, ``mistral:...``, ``deepseek:...``, ``ollama:llama3``,
+    ``vllm:MODEL@URL``, ``lmstudio-responses:...``...); ``azure:DEPLOYMENT`` / ``azure-responses:DEPLOYMENT``.
 
     Keys come from the environment, and a key only ever goes to the host it belongs to:
 
@@ -78,7 +109,12 @@ def infer_model(spec: str | Model) -> Model:
       (keys do not go in model strings, which end up in logs and process lists);
     * ``ANTHROPIC_API_KEY`` goes to ``api.anthropic.com`` only, ``GEMINI_API_KEY`` / ``GOOGLE_API_KEY`` to
       ``generativelanguage.googleapis.com`` only, ``GOOGLE_API_KEY`` / ``GOOGLE_ACCESS_TOKEN`` (Vertex) to
-      ``*aiplatform.googleapis.com`` only, AWS credentials and ``AWS_BEARER_TOKEN_BEDROCK`` to AWS hosts only.
+      ``*aiplatform.googleapis.com`` only, AWS credentials and ``AWS_BEARER_TOKEN_BEDROCK`` to AWS hosts only;
+    * each hosted preset's variable (``GROQ_API_KEY``, ``MISTRAL_API_KEY``...) goes to its own host only;
+      self-hosted presets (``ollama``, ``vllm``, ``llamacpp``, ``lmstudio``) run keyless on loopback and
+      otherwise take ``OPENAI_COMPATIBLE_API_KEY``;
+    * ``AZURE_OPENAI_API_KEY`` (or ``AZURE_OPENAI_AD_TOKEN``) goes to the Azure host of
+      ``AZURE_OPENAI_ENDPOINT`` only.
 
     A missing key is a :class:`~toolwire.errors.ConfigError` raised here, before any request is made or
     anything is stored.
@@ -100,6 +136,8 @@ def infer_model(spec: str | Model) -> Model:
 
 __all__ = [
     "AnthropicModel",
+    "AzureOpenAIChatModel",
+    "AzureOpenAIResponsesModel",
     "BedrockModel",
     "GeminiModel",
     "LocalModel",

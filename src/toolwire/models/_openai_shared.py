@@ -10,9 +10,10 @@ from typing import Any, ClassVar, assert_never
 
 from toolwire.errors import ConfigError, ProviderProtocolError, UnsupportedContentError
 from toolwire.messages import FilePart, Message, Part, ProviderMetadata, TextPart, ToolResultPart, Usage
+from toolwire.models._catalog import Preset, get_preset, tool_choice_kind
 from toolwire.models._http import Exchange, HTTPModel, Json, WireParser
 from toolwire.models._metadata import RoundTrip, read_back
-from toolwire.models._providers import OPENAI
+from toolwire.models._providers import OPENAI, preset_endpoint
 from toolwire.models.base import FinishReason, ModelRequest, StreamError
 
 PROVIDER = "openai"
@@ -35,16 +36,40 @@ _RETRYABLE_CODES = frozenset(
 
 
 class OpenAIWireModel(HTTPModel):
-    """The base of both OpenAI adapters: OpenAI's key rule (``_providers.OPENAI``), bearer auth, and one
-    ``POST {base_url}{path}`` of the body the wire builds."""
+    """The base of both OpenAI adapters: OpenAI's key rule (``_providers.OPENAI``) or a preset's
+    (``_catalog``), bearer auth, and one ``POST {base_url}{path}`` of the body the wire builds."""
 
     provider = PROVIDER
     supports_native_output = True
     path: ClassVar[str]
     """The endpoint under ``base_url``."""
+    preset: Preset | None = None
+    """The provider preset (``groq``, ``ollama``...): its URL, key variable and quirks. Set before
+    ``super().__init__()``, which resolves the credentials."""
+
+    def _use_preset(self, preset: str | Preset | None) -> None:
+        self.preset = get_preset(preset) if isinstance(preset, str) else preset
 
     def _credentials(self, api_key: str | None, base_url: str | None) -> tuple[str, str | None]:
+        if self.preset is not None:
+            return preset_endpoint(self.preset, api_key, base_url)
         return OPENAI.endpoint(api_key, base_url)
+
+    def _url(self) -> str:
+        return f"{self.base_url}{self.path}"
+
+    def _auth_headers(self) -> dict[str, str]:
+        if self.api_key:
+            return {"authorization": f"Bearer {self.api_key}"}
+        if OPENAI.owns(self.base_url):  # the key was cleared after the model was built
+            raise ConfigError(f"no OpenAI API key: pass api_key= or set {OPENAI.key_variables[0]}")
+        return {}
+
+    def unsupported_tool_choice(self, choice: str) -> str | None:
+        """A warning when the preset's server does not take ``choice`` (then it is left out)."""
+        if self.preset is None or tool_choice_kind(choice) in self.preset.tool_choices:
+            return None
+        return f"tool_choice {choice!r} ignored: {self.preset.title} does not support it"
 
     @abstractmethod
     def build_body(self, request: ModelRequest) -> tuple[Json, list[str]]:
@@ -58,13 +83,10 @@ class OpenAIWireModel(HTTPModel):
         headers = {
             "content-type": "application/json",
             "accept": "text/event-stream" if self.stream_enabled else "application/json",
+            **self._auth_headers(),
         }
-        if self.api_key:
-            headers["authorization"] = f"Bearer {self.api_key}"
-        elif OPENAI.owns(self.base_url):  # the key was cleared after the model was built
-            raise ConfigError(f"no OpenAI API key: pass api_key= or set {OPENAI.key_variables[0]}")
         return Exchange(
-            url=f"{self.base_url}{self.path}",
+            url=self._url(),
             headers=headers,
             body=body,
             parser=self._parser(),

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from toolwire.errors import ConfigError
+from toolwire.models._catalog import SELF_HOSTED_KEY_VARIABLE, Preset
 
 
 def url_host(url: str) -> str:
@@ -163,6 +164,96 @@ GEMINI_API = Host(
 
 
 # ---------------------------------------------------------------------------------------------
+# Presets (``toolwire.models._catalog``): each hosted preset's variable for its own host only
+
+
+def preset_host(preset: Preset) -> Host:
+    """A hosted preset's :class:`Host`: its key variable goes to the host of its URL, over https, only."""
+    if preset.base_url is None or preset.key_variable is None:
+        raise ValueError(f"{preset.name} is self-hosted: it has no host of its own")
+    own = url_host(preset.base_url)
+    return Host(
+        name=preset.title,
+        default_base_url=preset.base_url,
+        key_variables=(preset.key_variable,),
+        owns_host=lambda host: host == own,
+    )
+
+
+def preset_endpoint(preset: Preset, api_key: str | None, base_url: str | None) -> tuple[str, str | None]:
+    """``(base_url, key)`` for ``preset``: see :class:`~toolwire.models._catalog.Preset`."""
+    if not preset.self_hosted:
+        return preset_host(preset).endpoint(api_key, base_url)
+    url = (base_url or preset.base_url or "").rstrip("/")
+    if not url:
+        raise ConfigError(
+            f"{preset.title} has no usual address: use '{preset.name}:MODEL@BASE_URL' or pass base_url="
+        )
+    if api_key is None:
+        api_key = from_environment((SELF_HOSTED_KEY_VARIABLE,))
+    if api_key is not None or is_loopback(url):  # api_key="": a server that takes none
+        return url, api_key or None
+    raise ConfigError(
+        f"no API key for {url_host(url) or url!r} ({preset.title}): pass api_key= or set "
+        f"{SELF_HOSTED_KEY_VARIABLE} (api_key='' for a server that takes none)"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Azure OpenAI: AZURE_OPENAI_API_KEY (``api-key`` header) or an Entra token, for Azure's hosts only
+
+AZURE_ENDPOINT_VARIABLE = "AZURE_OPENAI_ENDPOINT"
+AZURE_KEY_VARIABLE = "AZURE_OPENAI_API_KEY"
+AZURE_TOKEN_VARIABLE = "AZURE_OPENAI_AD_TOKEN"
+AZURE_VERSION_VARIABLE = "AZURE_OPENAI_API_VERSION"
+AZURE_DEFAULT_API_VERSION = "2024-10-21"
+"""The latest GA ``api-version`` of the dated Chat Completions API (the Responses API is under ``/openai/v1``,
+which takes none)."""
+_AZURE_HOSTS = (".openai.azure.com", ".cognitiveservices.azure.com", ".services.ai.azure.com")
+
+
+def is_azure_url(url: str) -> bool:
+    return is_own_host(url, lambda host: host.endswith(_AZURE_HOSTS))
+
+
+@dataclass(frozen=True, slots=True)
+class AzureCredentials:
+    endpoint: str
+    """``https://RESOURCE.openai.azure.com``, no trailing slash."""
+    api_key: str | None
+    """Sent as ``api-key``."""
+    ad_token: str | None
+    """An Entra ID token, sent as ``Authorization: Bearer``; only without a key."""
+
+
+def azure_credentials(endpoint: str | None, api_key: str | None, ad_token: str | None) -> AzureCredentials:
+    """The endpoint (``endpoint=`` or ``AZURE_OPENAI_ENDPOINT``) and its credential: an explicit one, else
+    ``AZURE_OPENAI_API_KEY`` / ``AZURE_OPENAI_AD_TOKEN``, read only for an https Azure host."""
+    url = (endpoint or os.environ.get(AZURE_ENDPOINT_VARIABLE) or "").rstrip("/")
+    if not is_http_url(url):
+        raise ConfigError(
+            f"Azure OpenAI needs its endpoint (https://RESOURCE.openai.azure.com): pass endpoint= or set "
+            f"{AZURE_ENDPOINT_VARIABLE}"
+        )
+    if api_key or ad_token:
+        return AzureCredentials(url, api_key or None, None if api_key else ad_token)
+    if is_azure_url(url):
+        key = from_environment((AZURE_KEY_VARIABLE,)) if api_key is None else None
+        token = None if key else from_environment((AZURE_TOKEN_VARIABLE,))
+        if key or token:
+            return AzureCredentials(url, key, token)
+        raise ConfigError(
+            f"no Azure OpenAI credential: pass api_key= or set {AZURE_KEY_VARIABLE} (or {AZURE_TOKEN_VARIABLE})"
+        )
+    if api_key is not None or is_loopback(url):
+        return AzureCredentials(url, None, None)
+    raise ConfigError(
+        f"no API key for {url_host(url)!r}: {AZURE_KEY_VARIABLE} and {AZURE_TOKEN_VARIABLE} are only sent to "
+        "Azure's own hosts (*.openai.azure.com, ...); pass api_key="
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # Vertex AI: an OAuth access token (or an express-mode key) for Google's aiplatform hosts
 
 _VERTEX_LOCATION = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
@@ -238,17 +329,27 @@ def missing_aws_credentials(base_url: str) -> ConfigError:
 __all__ = [
     "ANTHROPIC",
     "AWS_TOKEN_VARIABLE",
+    "AZURE_DEFAULT_API_VERSION",
+    "AZURE_ENDPOINT_VARIABLE",
+    "AZURE_KEY_VARIABLE",
+    "AZURE_TOKEN_VARIABLE",
+    "AZURE_VERSION_VARIABLE",
     "GEMINI_API",
     "OPENAI",
+    "AzureCredentials",
     "Host",
     "aws_api_key",
+    "azure_credentials",
     "from_environment",
     "is_aws_url",
+    "is_azure_url",
     "is_http_url",
     "is_loopback",
     "is_own_host",
     "missing_aws_credentials",
     "pick_key",
+    "preset_endpoint",
+    "preset_host",
     "url_host",
     "vertex_endpoint",
 ]

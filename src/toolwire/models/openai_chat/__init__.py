@@ -32,8 +32,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Unpack
 
+from toolwire.models._catalog import Preset, alphanumeric_9
 from toolwire.models._http import DONE, Connection, Json, WireParser
 from toolwire.models._openai_shared import OpenAIWireModel
+from toolwire.models._providers import OPENAI
 from toolwire.models.base import ModelRequest, StreamError
 from toolwire.models.openai_chat._request import REASONING_FIELDS, build_body, to_wire_messages
 from toolwire.models.openai_chat._stream import USAGE_QUIRKS, ChatParser, usage_quirk
@@ -49,6 +51,9 @@ class OpenAIChatModel(OpenAIWireModel):
     ``reasoning_field`` forces the assistant-message field reasoning is sent back in; with it set, assistant
     tool-call messages always carry it (an empty string when there was no reasoning), as DeepSeek's
     thinking mode requires. ``include_usage=False`` drops ``stream_options`` for servers that reject it.
+    ``preset`` names a provider of ``toolwire.models._catalog`` (``"groq"``, ``"ollama"``...): its URL, its
+    key variable (sent to its own host only) and its quirks (reasoning field, usage, ``tool_choice``,
+    tool-call ids); ``infer_model("groq:MODEL")`` builds it.
     ``base_url``, ``http_client``, ``stream`` and ``headers``: as for every HTTP adapter
     (:class:`~toolwire.models._http.HTTPModel`).
     """
@@ -61,11 +66,26 @@ class OpenAIChatModel(OpenAIWireModel):
         *,
         reasoning_field: str | None = None,
         include_usage: bool = True,
+        preset: str | Preset | None = None,
         **connection: Unpack[Connection],
     ) -> None:
+        self._use_preset(preset)
         super().__init__(model, **connection)
+        if reasoning_field is None and self.preset is not None:
+            reasoning_field = self.preset.reasoning_field
         self.reasoning_field = reasoning_field
         self.include_usage = include_usage
+
+    @property
+    def max_tokens_field(self) -> str:
+        # OpenAI deprecated max_tokens (reasoning models reject it); compatible servers know max_tokens.
+        return "max_completion_tokens" if self.base_url == OPENAI.default_base_url else "max_tokens"
+
+    def wire_tool_call_id(self, tool_call_id: str) -> str:
+        """The id a call (and its result) of history carries on the wire: as it is, or as the preset needs."""
+        if self.preset is not None and self.preset.tool_call_ids == "alphanumeric-9":
+            return alphanumeric_9(tool_call_id)
+        return tool_call_id
 
     def build_body(self, request: ModelRequest) -> tuple[Json, list[str]]:
         return build_body(request, self)
@@ -74,7 +94,7 @@ class OpenAIChatModel(OpenAIWireModel):
         return ChatParser(
             model=self.model_name,
             reasoning_field=self.reasoning_field,
-            usage_quirk=usage_quirk(self.base_url),
+            usage_quirk=self.preset.usage_quirk if self.preset is not None else usage_quirk(self.base_url),
         )
 
     def _whole_events(self, body: Json) -> Iterable[Json | StreamError]:

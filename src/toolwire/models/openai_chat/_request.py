@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolwire.errors import UnsupportedContentError
@@ -17,7 +17,6 @@ from toolwire.models._openai_shared import (
     openai_meta,
     strict_compatible,
 )
-from toolwire.models._providers import OPENAI
 from toolwire.models._settings import SettingNames, sampling_fields
 from toolwire.models.base import ModelRequest, ToolDefinition
 
@@ -34,15 +33,16 @@ ROUND_TRIP_METADATA = OPENAI_CHAT
 def build_body(request: ModelRequest, model: OpenAIChatModel) -> tuple[Json, list[str]]:
     """The request body for ``request`` and warnings about settings the wire cannot honour."""
     settings = request.settings
-    # OpenAI deprecated max_tokens (reasoning models reject it); compatible servers know max_tokens.
-    max_tokens = "max_completion_tokens" if model.base_url == OPENAI.default_base_url else "max_tokens"
-    names = SettingNames(max_tokens=max_tokens, top_p="top_p", stop="stop", seed="seed")
+    names = SettingNames(max_tokens=model.max_tokens_field, top_p="top_p", stop="stop", seed="seed")
     fields, warnings = sampling_fields(settings, names, wire="Chat Completions")
-    messages = to_wire_messages(request, model.reasoning_field)
+    messages = to_wire_messages(request, model.reasoning_field, wire_id=model.wire_tool_call_id)
     body: Json = {"model": model.model_name, "messages": messages, **fields}
     if request.tools:
         body["tools"] = [_to_wire_tool(t) for t in request.tools]
-        body["tool_choice"] = _to_wire_tool_choice(request.tool_choice)
+        if unsupported := model.unsupported_tool_choice(request.tool_choice):
+            warnings.append(unsupported)
+        else:
+            body["tool_choice"] = _to_wire_tool_choice(request.tool_choice)
     elif request.tool_choice not in ("auto", "none"):
         warnings.append(f"tool_choice {request.tool_choice!r} ignored: the request has no tools")
     if settings.parallel_tool_calls is not None and request.tools:
@@ -63,26 +63,37 @@ def build_body(request: ModelRequest, model: OpenAIChatModel) -> tuple[Json, lis
     return body, warnings
 
 
-def to_wire_messages(request: ModelRequest, reasoning_field: str | None = None) -> list[Json]:
-    """Canonical history to Chat Completions ``messages`` (instructions become a leading system message)."""
+def to_wire_messages(
+    request: ModelRequest,
+    reasoning_field: str | None = None,
+    *,
+    wire_id: Callable[[str], str] | None = None,
+) -> list[Json]:
+    """Canonical history to Chat Completions ``messages`` (instructions become a leading system message).
+    ``wire_id`` maps each tool-call id, of a call and of its result alike (Mistral's 9-character ids)."""
     system = [{"role": "system", "content": request.instructions}] if request.instructions else []
-    return system + _History(reasoning_field).items(request.messages)
+    return system + _History(reasoning_field, wire_id or _same).items(request.messages)
+
+
+def _same(tool_call_id: str) -> str:
+    return tool_call_id
 
 
 class _History(OpenAIHistory):
     text_type = "text"
 
-    def __init__(self, reasoning_field: str | None) -> None:
+    def __init__(self, reasoning_field: str | None, wire_id: Callable[[str], str]) -> None:
         self.reasoning_field = reasoning_field
+        self.wire_id = wire_id
 
     def assistant(self, message: Message) -> list[Json]:
-        wire = _assistant_message(message, self.reasoning_field)
+        wire = _assistant_message(message, self.reasoning_field, self.wire_id)
         return [] if wire is None else [wire]
 
     def tool_results(self, parts: Sequence[Part]) -> list[Json]:
         # Chat has no error flag for tool results: an error travels as its text.
         return [
-            {"role": "tool", "tool_call_id": p.tool_call_id, "content": p.output_text()}
+            {"role": "tool", "tool_call_id": self.wire_id(p.tool_call_id), "content": p.output_text()}
             for p in parts
             if isinstance(p, ToolResultPart) and not p.provider_executed
         ]
@@ -102,7 +113,9 @@ class _History(OpenAIHistory):
         raise UnsupportedContentError(f"Chat Completions cannot take a {media} file here")
 
 
-def _assistant_message(message: Message, reasoning_field: str | None) -> Json | None:
+def _assistant_message(
+    message: Message, reasoning_field: str | None, wire_id: Callable[[str], str]
+) -> Json | None:
     calls: list[ToolCallPart] = []
     reasoning: list[ReasoningPart] = []
     remembered: str | None = None
@@ -128,7 +141,7 @@ def _assistant_message(message: Message, reasoning_field: str | None) -> Json | 
     if reasoning_key and (reasoning or (reasoning_field and calls)):
         wire[reasoning_key] = "".join(p.text for p in reasoning)
     if calls:
-        wire["tool_calls"] = [_to_wire_tool_call(c) for c in calls]
+        wire["tool_calls"] = [_to_wire_tool_call(c, wire_id) for c in calls]
     if message_extra:
         wire["extra_content"] = message_extra
     if wire == {"role": "assistant", "content": ""}:
@@ -136,9 +149,9 @@ def _assistant_message(message: Message, reasoning_field: str | None) -> Json | 
     return wire
 
 
-def _to_wire_tool_call(call: ToolCallPart) -> Json:
+def _to_wire_tool_call(call: ToolCallPart, wire_id: Callable[[str], str]) -> Json:
     wire: Json = {
-        "id": call.tool_call_id,
+        "id": wire_id(call.tool_call_id),
         "type": "function",
         "function": {"name": call.tool_name, "arguments": call.wire_args_json()},
     }

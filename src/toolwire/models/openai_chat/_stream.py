@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, TypeAlias
+from typing import Any
 
 from toolwire.messages import ProviderMetadata, Usage, new_id
 from toolwire.models._builder import (
@@ -17,6 +17,7 @@ from toolwire.models._builder import (
     text_end,
     text_start,
 )
+from toolwire.models._catalog import UsageQuirk
 from toolwire.models._http import DONE, Json, protocol_error
 from toolwire.models._openai_shared import (
     PROVIDER,
@@ -30,15 +31,6 @@ from toolwire.models._openai_shared import (
 from toolwire.models._providers import url_host
 from toolwire.models.base import Finish, ModelStreamPart, ResponseMetadata, ToolInputDelta, ToolInputStart
 from toolwire.models.openai_chat._request import REASONING_FIELDS
-
-UsageQuirk: TypeAlias = Literal["reasoning-outside-completion", "thoughts-only-in-total"]
-"""How a server's ``completion_tokens`` departs from OpenAI's, where it includes the reasoning tokens:
-
-- ``reasoning-outside-completion``: ``completion_tokens`` leaves the reasoning out and
-  ``completion_tokens_details.reasoning_tokens`` counts it (``total_tokens`` has both);
-- ``thoughts-only-in-total``: ``completion_tokens`` leaves the thinking out and nothing else counts it but
-  ``total_tokens`` (prompt + completion + thoughts).
-"""
 
 USAGE_QUIRKS: Mapping[str, UsageQuirk] = MappingProxyType(
     {

@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Unpack
 
+from toolwire.models._catalog import Preset
 from toolwire.models._http import Connection, Json, WireParser
 from toolwire.models._openai_shared import OpenAIWireModel
 from toolwire.models.base import ModelRequest, StreamError
@@ -50,7 +51,8 @@ class OpenAIResponsesModel(OpenAIWireModel):
     ``{"type": "web_search"}``). See the module docstring for what ``store`` changes. As for
     :class:`~toolwire.models.openai_chat.OpenAIChatModel`, ``OPENAI_API_KEY`` is only sent to OpenAI's own
     hosts (another server takes ``api_key=`` or ``OPENAI_COMPATIBLE_API_KEY``), and a missing key fails
-    when the model is built.
+    when the model is built. ``preset`` names a provider of ``toolwire.models._catalog`` that speaks this
+    wire too (``"lmstudio"``): its URL, key rule and ``tool_choice`` support.
     """
 
     path = "/responses"
@@ -63,8 +65,10 @@ class OpenAIResponsesModel(OpenAIWireModel):
         include_encrypted_reasoning: bool = True,
         reasoning: Mapping[str, Any] | None = None,
         builtin_tools: Sequence[Mapping[str, Any]] = (),
+        preset: str | Preset | None = None,
         **connection: Unpack[Connection],
     ) -> None:
+        self._use_preset(preset)
         super().__init__(model, **connection)
         self.store = store
         self.include_encrypted_reasoning = include_encrypted_reasoning
