@@ -4,18 +4,23 @@
     python benchmarks/run.py [--quick] [--only 1 2 3 4 5]
 
 Runs in benchmarks/.venv (re-executes itself there). Prints one table per section and writes
-benchmarks/results/latest.json. Sections:
+benchmarks/results/latest.json (a full run), quick.json (--quick) or only.json (--only some). Sections:
 
-1. loop overhead per tool step (each framework's own fake model, a no-op tool, fresh process per cell);
-2. streaming parse throughput of large tool arguments (in-process transport);
+1. loop overhead per tool step (each framework's own fake model, a no-op tool, fresh process per cell),
+   with the floor (benchmarks/floor.py: the least work any loop must do, no framework) as its own row;
+2. streaming parse throughput of large tool arguments (in-process transport), and where toolwire's time
+   goes per layer (benchmarks/stream_layers.py);
 3. time to first token with tools (loopback server);
 4. persistence through the store hook (SQLite, PostgreSQL);
-5. concurrent streaming chat sessions against `toolwire serve`.
+5. concurrent streaming chat sessions against `toolwire serve`;
+6. the incremental JSON parser behind partial values (benchmarks/partial_parse.py);
+7. start-up: `import toolwire` and `toolwire --help` in fresh processes (benchmarks/startup.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import platform
@@ -29,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 VENV_PYTHON = HERE / ".venv" / "bin" / "python"
 
-LOOP_PEERS = ["toolwire_loop", "pydantic_ai_loop", "openai_agents_loop", "langgraph_loop"]
+LOOP_PEERS = ["floor_loop", "toolwire_loop", "pydantic_ai_loop", "openai_agents_loop", "langgraph_loop"]
 
 
 def _ensure_venv() -> None:
@@ -92,39 +97,58 @@ def section_loop(quick: bool) -> list[dict[str, Any]]:
 
 
 def _peer_name(module: str) -> str:
-    return {"toolwire_loop": "toolwire", "pydantic_ai_loop": "pydantic-ai", "openai_agents_loop": "openai-agents",
-            "langgraph_loop": "langgraph"}[module]
+    return {"floor_loop": "floor (no framework)", "toolwire_loop": "toolwire", "pydantic_ai_loop": "pydantic-ai",
+            "openai_agents_loop": "openai-agents", "langgraph_loop": "langgraph"}[module]
 
 
 def _peer_stores(module: str) -> tuple[str, ...]:
     return {"pydantic_ai_loop": ("none",)}.get(module, ("none", "sqlite"))
 
 
+def _ratio(value: float, reference: float | None) -> str:
+    if not reference:
+        return "—"
+    ratio = value / reference
+    return f"{ratio:.2f}" if ratio < 1 else f"{ratio:.1f}"
+
+
 def table_loop(rows: list[dict[str, Any]]) -> str:
-    lines = ["| scenario | store | framework | µs per step (median) | × toolwire | peak Python memory (KiB, tracemalloc) |",
-             "|---|---|---|---:|---:|---:|"]
-    base: dict[tuple[int, str], float] = {
-        (r["calls"], r["store"]): r["us_per_step"] for r in rows if r["framework"] == "toolwire" and r.get("us_per_step")
-    }
+    lines = ["| scenario | store | framework | µs per step (median) | × toolwire | × floor | peak Python memory (KiB, tracemalloc) |",
+             "|---|---|---|---:|---:|---:|---:|"]
+
+    def per_cell(framework: str) -> dict[tuple[int, str], float]:
+        return {(r["calls"], r["store"]): r["us_per_step"] for r in rows if r["framework"] == framework and r.get("us_per_step")}
+
+    base, floor = per_cell("toolwire"), per_cell(_peer_name("floor_loop"))
     for r in rows:
         scenario = f"{r['calls']} call/step × {r['steps']} steps"
         if r.get("us_per_step") is None:
-            lines.append(f"| {scenario} | {r['store']} | {r['framework']} | — | — | {r.get('note', '')} |")
+            lines.append(f"| {scenario} | {r['store']} | {r['framework']} | — | — | — | {r.get('note', '')} |")
             continue
-        ratio = r["us_per_step"] / base[(r["calls"], r["store"])] if (r["calls"], r["store"]) in base else float("nan")
+        cell = (r["calls"], r["store"])
+        ratio = _ratio(r["us_per_step"], base.get(cell))
+        over_floor = _ratio(r["us_per_step"], floor.get(cell))
         peak = f"{r['peak_kib']:.0f}" if r.get("peak_kib") is not None else "(full run only)"
-        lines.append(f"| {scenario} | {r['store']} | {r['framework']} | {r['us_per_step']:.0f} | {ratio:.1f} | {peak} |")
+        lines.append(f"| {scenario} | {r['store']} | {r['framework']} | {r['us_per_step']:.0f} | {ratio} | {over_floor} | {peak} |")
     return "\n".join(lines)
 
 
-# -- sections 2-5 ----------------------------------------------------------------------------------------
+# -- sections 2-7 ----------------------------------------------------------------------------------------
+
+SECTIONS = {  # number: (module, key in the results, title); each module has run(quick) and table(result)
+    3: ("ttft", "ttft", "Time to first token with tools"),
+    4: ("persistence", "persistence", "Persistence"),
+    5: ("server_load", "server", "Server"),
+    6: ("partial_parse", "partial_parse", "Partial JSON values"),
+    7: ("startup", "startup", "Start-up"),
+}
 
 
 def main() -> None:
     _ensure_venv()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer repeats and sizes (under 3 minutes)")
-    parser.add_argument("--only", type=int, nargs="*", default=[1, 2, 3, 4, 5])
+    parser.add_argument("--only", type=int, nargs="*", default=[1, 2, 3, 4, 5, 6, 7])
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     started = time.perf_counter()
@@ -135,30 +159,25 @@ def main() -> None:
         results["loop"] = section_loop(args.quick)
         print("## 1. Loop overhead per tool step\n\n" + table_loop(results["loop"]) + "\n", flush=True)
     if 2 in args.only:
+        import stream_layers
         import stream_parse
 
         results["stream_parse"] = stream_parse.run(args.quick)
         print("## 2. Streaming parse throughput\n\n" + stream_parse.table(results["stream_parse"]) + "\n", flush=True)
-    if 3 in args.only:
-        import ttft
-
-        results["ttft"] = ttft.run(args.quick)
-        print("## 3. Time to first token with tools\n\n" + ttft.table(results["ttft"]) + "\n", flush=True)
-    if 4 in args.only:
-        import persistence
-
-        results["persistence"] = persistence.run(args.quick)
-        print("## 4. Persistence\n\n" + persistence.table(results["persistence"]) + "\n", flush=True)
-    if 5 in args.only:
-        import server_load
-
-        results["server"] = server_load.run(args.quick)
-        print("## 5. Server\n\n" + server_load.table(results["server"]) + "\n", flush=True)
+        results["stream_layers"] = stream_layers.run(args.quick)
+        print("### Where the time goes (toolwire, 1 MB)\n\n" + stream_layers.table(results["stream_layers"]) + "\n", flush=True)
+    for number, (module_name, key, title) in SECTIONS.items():
+        if number in args.only:
+            module = importlib.import_module(module_name)
+            results[key] = module.run(args.quick)
+            print(f"## {number}. {title}\n\n" + module.table(results[key]) + "\n", flush=True)
 
     results["seconds"] = round(time.perf_counter() - started, 1)
     out = HERE / "results"
     out.mkdir(exist_ok=True)
-    (out / ("quick.json" if args.quick else "latest.json")).write_text(json.dumps(results, indent=1, default=str))
+    # latest.json is the last full run (what BENCHMARKS.md quotes); a run of some sections goes to only.json.
+    name = "quick.json" if args.quick else "latest.json" if set(args.only) >= set(range(1, 8)) else "only.json"
+    (out / name).write_text(json.dumps(results, indent=1, default=str))
     print(f"done in {results['seconds']} s; results in {out}")
 
 

@@ -5,7 +5,8 @@ Provider streams shaped like the recorded ones in tests/recordings (OpenAI Chat 
 `functionCall` part), scaled up: arguments of 64 KB to 1 MB, cut into 64-character fragments (16,384
 fragments for 1 MB). Each framework gets the bytes through an in-process HTTP transport and must hand
 back the parsed arguments (checked). Reported: MB of arguments per second (median), and the growth from
-the smallest to the largest size (16x bytes: linear = ~16x time).
+the smallest to the largest size (16x bytes: linear = ~16x time). The "pydantic_core (reference)" row is
+no framework: the least any Python reader of these streams does (see pydantic_core_parse).
 
     benchmarks/.venv/bin/python benchmarks/stream_parse.py [--quick]
 """
@@ -222,10 +223,47 @@ async def litellm_parse(provider: str, body: bytes) -> dict[str, Any]:
     return dict(json.loads(arguments))
 
 
+def _fragment(provider: str, event: Any) -> str:
+    """The argument fragment in one decoded event of the benchmark's streams ("" for the others)."""
+    if provider == "openai-chat":
+        choices = event.get("choices")
+        calls = choices[0]["delta"].get("tool_calls") if choices else None
+        return calls[0]["function"].get("arguments") or "" if calls else ""
+    if provider == "anthropic":
+        return event["delta"].get("partial_json", "") if event.get("type") == "content_block_delta" else ""
+    if provider == "openai-responses":
+        return event["delta"] if event.get("type") == "response.function_call_arguments.delta" else ""
+    if "candidates" in event:
+        return json.dumps(event["candidates"][0]["content"]["parts"][0]["functionCall"]["args"])
+    return ""
+
+
+async def pydantic_core_parse(provider: str, body: bytes) -> dict[str, Any]:
+    """Reference, not a framework: the least a Python reader of these streams does. The same transport,
+    SSE events cut from the raw bytes (one data line each, as here), every event decoded by
+    pydantic_core.from_json, the fragments picked by the stream's known shape, joined, decoded once."""
+    import pydantic_core
+
+    client = _httpx_client(body)
+    fragments = []
+    async with client.stream("POST", "http://test/") as response:
+        pending = b""
+        async for chunk in response.aiter_bytes():
+            blocks = (pending + chunk).split(b"\n\n")
+            pending = blocks.pop()
+            for block in blocks:
+                data = block[block.index(b"data: ") + 6 :]
+                if data != b"[DONE]":
+                    fragments.append(_fragment(provider, pydantic_core.from_json(data)))
+    await client.aclose()
+    return dict(pydantic_core.from_json("".join(fragments)))
+
+
 FRAMEWORKS: dict[str, Callable[[str, bytes], Awaitable[dict[str, Any]]]] = {
     "toolwire": toolwire_parse,
     "pydantic-ai": pydantic_ai_parse,
     "litellm": litellm_parse,
+    "pydantic_core (reference)": pydantic_core_parse,
 }
 
 
@@ -279,7 +317,10 @@ def table(rows: list[dict[str, Any]]) -> str:
         if all(isinstance(v, float) for v in (values[0], values[-1])):
             growth = f"{(values[0] / values[-1]) * (int(sizes[-1][:-1]) / int(sizes[0][:-1])):.1f}x"
             ratio = best.get(r["provider"])
-            versus = f"{ratio / values[-1]:.1f}x slower" if ratio and r["framework"] != "toolwire" else "1.0"
+            if not ratio or r["framework"] == "toolwire":
+                versus = "1.0"
+            else:
+                versus = f"{ratio / values[-1]:.1f}x slower" if values[-1] < ratio else f"{values[-1] / ratio:.1f}x faster"
         else:
             growth, versus = "", ""
         lines.append(f"| {r['provider']} | {r['framework']} | " + " | ".join(cells) + f" | {growth} | {versus} |")
