@@ -3,13 +3,18 @@ word, so concurrent sessions of several users never depend on the order of reque
 
 - ``secret <text>``: answers with ``<text>`` (a user's private data, to look for in others' streams);
 - ``lookup <txn>``: calls ``lookup`` (a Gemini-style call with a thoughtSignature), then answers;
-- ``delegate``: calls the ``helper`` sub-agent, then answers;
+- ``delegate``: calls the ``helper`` sub-agent, then answers (``delegate refund <order>``: the helper calls
+  ``refund``, which waits for the user's approval);
 - ``progress <n>``: calls ``reporter``, which emits n progress events and n system messages while
   heartbeats run (``TW_HEARTBEAT`` seconds);
 - ``slow``: calls ``slow_tool`` (sleeps ``TW_SLOW`` seconds);
 - ``surrogate``: answers with text holding a lone UTF-16 surrogate;
 - ``repeat``: calls ``lookup`` with the same call id in two steps (as some servers number calls);
 - ``big``: calls ``big_output`` (``TW_BIG_CHARS`` characters of output);
+- ``refund <order>``: calls ``refund``, which waits for the user's approval (a Gemini-style call); once
+  answered, says whether the call still carried its signature;
+- ``tz``: calls ``browser_time_zone``, a client tool (the client supplies its output);
+- ``both``: calls ``refund`` and ``browser_time_zone`` in one step;
 - anything else: answers ``ok``.
 """
 
@@ -20,7 +25,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from toolwire import Agent, RunContext, TextPart, ToolCallPart
+from toolwire import Agent, RunContext, TextPart, ToolCallPart, tool
 from toolwire.messages import Part
 from toolwire.models.base import ModelRequest
 from toolwire.models.scripted import ScriptedModel
@@ -62,6 +67,22 @@ def big_output() -> str:
     return "y" * int(os.environ.get("TW_BIG_CHARS", "200000"))
 
 
+@tool(requires_approval=True)
+def refund(order: str) -> str:
+    """Refund an order (asks the user first).
+
+    Args:
+        order: The order id.
+    """
+    return f"refunded {order}"
+
+
+@tool(external=True)
+def browser_time_zone() -> str:
+    """The user's time zone, as their browser reports it (runs in the client)."""
+    raise NotImplementedError  # never runs: the client supplies the output
+
+
 def _last_user_text(request: ModelRequest) -> str:
     for message in reversed(request.messages):
         if message.role == "user":
@@ -81,7 +102,19 @@ def _respond(request: ModelRequest) -> Sequence[Part]:
     if answered:
         if word == "repeat" and sum(m.role == "tool" for m in request.messages) < 2:
             return [ToolCallPart(tool_call_id="call_0", tool_name="lookup", args={"txn": "T2"})]
+        if word in ("refund", "tz", "both"):
+            made = [c for m in request.messages for c in m.tool_calls]
+            signed = all(c.provider_metadata == SIGNATURE for c in made if c.tool_name == "refund")
+            outputs = " | ".join(str(r.output)[:60] for r in last.tool_results) if last else ""
+            return [TextPart(text=f"answered: {outputs} signed={signed}")]
         return [TextPart(text=f"done: {str(last.tool_results[0].output)[:40] if last else ''}")]
+    if word == "both":
+        return [
+            ToolCallPart(
+                tool_call_id="call_1", tool_name="refund", args={"order": "B1"}, provider_metadata=SIGNATURE
+            ),
+            ToolCallPart(tool_call_id="call_2", tool_name="browser_time_zone", args={}),
+        ]
     calls: dict[str, tuple[str, str, dict[str, Any]]] = {
         "lookup": ("call_1", "lookup", {"txn": rest or "T1"}),
         "delegate": ("call_1", "helper", {"task": rest or "help"}),
@@ -89,24 +122,40 @@ def _respond(request: ModelRequest) -> Sequence[Part]:
         "slow": ("call_1", "slow_tool", {}),
         "repeat": ("call_0", "lookup", {"txn": "T1"}),
         "big": ("call_1", "big_output", {}),
+        "refund": ("call_1", "refund", {"order": rest or "A1"}),
+        "tz": ("call_1", "browser_time_zone", {}),
     }
     if word in calls:
         call_id, name, args = calls[word]
-        metadata = SIGNATURE if name == "lookup" else {}
+        metadata = SIGNATURE if name in ("lookup", "refund") else {}
         return [ToolCallPart(tool_call_id=call_id, tool_name=name, args=args, provider_metadata=metadata)]
     return [TextPart(text="ok")]
 
 
 def _helper_respond(request: ModelRequest) -> Sequence[Part]:
-    return [TextPart(text=f"helper says: {_last_user_text(request)}")]
+    task = _last_user_text(request)
+    last = request.messages[-1]
+    if last.role == "tool":
+        return [TextPart(text=f"helper got: {last.tool_results[0].output}")]
+    if task.startswith("refund "):  # the sub-agent's call waits for the user: so does its caller's
+        return [ToolCallPart(tool_call_id="sub_1", tool_name="refund", args={"order": task[7:]})]
+    return [TextPart(text=f"helper says: {task}")]
 
 
 def build() -> Agent[Any]:
-    helper = Agent(ScriptedModel(_helper_respond), name="helper")
+    helper = Agent(ScriptedModel(_helper_respond), name="helper", tools=[refund])
     heartbeat = float(os.environ.get("TW_HEARTBEAT", "1.0"))
     return Agent(
         ScriptedModel(_respond, chunk_size=4),
-        tools=[lookup, reporter, slow_tool, big_output, helper.as_tool("helper", "Helps with a task")],
+        tools=[
+            lookup,
+            reporter,
+            slow_tool,
+            big_output,
+            refund,
+            browser_time_zone,
+            helper.as_tool("helper", "Helps with a task"),
+        ],
         heartbeat_interval=heartbeat,
         max_tool_output_chars=int(os.environ.get("TW_MAX_OUTPUT", "2000")),
     )

@@ -114,6 +114,16 @@ async def serve(
                 process.wait(5)
 
 
+async def idle(client: httpx.AsyncClient, session_id: str) -> dict[str, Any]:
+    """The session's history once no run holds it."""
+    for _ in range(500):
+        history = (await client.get(f"/api/sessions/{session_id}/messages")).json()
+        if not history.get("running"):
+            return dict(history)
+        await asyncio.sleep(0.02)
+    raise AssertionError("the run did not finish")
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A store URL for the server: a SQLite file, or a new PostgreSQL schema (``?schema=``)."""

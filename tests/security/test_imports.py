@@ -19,6 +19,7 @@ from toolwire.messages import Message, ToolCallPart, ToolResultPart
 from toolwire.store import MemoryStore, SessionInfo
 
 from .conftest import ROOT, serve
+from .conftest import idle as _finish
 
 pytestmark = pytest.mark.timeout(120)
 ALICE, MALLORY = "tok-alice", "tok-mallory"
@@ -46,15 +47,6 @@ def _conversation(prefix: str, secret: str) -> list[dict[str, Any]]:
         },
         {"id": f"{prefix}-u2", "role": "user", "parts": [{"type": "text", "text": "ok"}]},
     ]
-
-
-async def _finish(client: Any, session_id: str) -> dict[str, Any]:
-    for _ in range(500):
-        history = (await client.get(f"/api/sessions/{session_id}/messages")).json()
-        if not history.get("running"):
-            return dict(history)
-        await asyncio.sleep(0.02)
-    raise AssertionError("the run did not finish")
 
 
 async def test_message_ids_are_per_session_and_resends_are_idempotent(tmp_path: Path, store_url: str) -> None:

@@ -13,20 +13,12 @@ import pytest
 
 from toolwire import open_store
 
+from .conftest import idle as _finish
 from .conftest import serve
 
 pytestmark = pytest.mark.timeout(120)
 ALICE, MALLORY = "tok-alice", "tok-mallory"
 LONG_PROMPT = "lookup T7 and then plan a trip to Lisbon in May with a day in Sintra, trams, and pastries"
-
-
-async def _finish(client: httpx.AsyncClient, session_id: str) -> dict[str, Any]:
-    for _ in range(500):
-        history = (await client.get(f"/api/sessions/{session_id}/messages")).json()
-        if not history.get("running"):
-            return dict(history)
-        await asyncio.sleep(0.02)
-    raise AssertionError("the run did not finish")
 
 
 async def _titles(client: httpx.AsyncClient) -> dict[str, str | None]:

@@ -8,13 +8,13 @@ import json
 import re
 from typing import Any
 
-import httpx
 import pytest
 import websockets
 import websockets.exceptions
 
 from toolwire import open_store
 
+from .conftest import idle as _wait_idle
 from .conftest import serve
 
 pytestmark = pytest.mark.timeout(180)
@@ -24,15 +24,6 @@ ALICE, MALLORY = "tok-alice", "tok-mallory"
 
 def _user(text: str, message_id: str = "u1") -> dict[str, Any]:
     return {"id": message_id, "role": "user", "parts": [{"type": "text", "text": text}]}
-
-
-async def _wait_idle(client: httpx.AsyncClient, session_id: str) -> dict[str, Any]:
-    for _ in range(500):
-        history = (await client.get(f"/api/sessions/{session_id}/messages")).json()
-        if not history.get("running"):
-            return dict(history)
-        await asyncio.sleep(0.02)
-    raise AssertionError("the run did not finish")
 
 
 async def _drain(ws: Any, seconds: float) -> list[str]:

@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import websockets
 import websockets.exceptions
@@ -22,6 +21,7 @@ from toolwire.store import INTERRUPTED_OUTPUT, SessionInfo, StepRecord, ToolCall
 from toolwire.transcript import Transcript
 
 from .agents import SURROGATE_TEXT, build
+from .conftest import idle as _finish
 from .conftest import serve
 
 pytestmark = pytest.mark.timeout(180)
@@ -34,15 +34,6 @@ def _frames(raw: str) -> list[dict[str, Any]]:
         if line.startswith("data: {"):
             out.append(json.loads(line[6:]))
     return out
-
-
-async def _finish(client: httpx.AsyncClient, session_id: str) -> dict[str, Any]:
-    for _ in range(500):
-        history = (await client.get(f"/api/sessions/{session_id}/messages")).json()
-        if not history.get("running"):
-            return dict(history)
-        await asyncio.sleep(0.02)
-    raise AssertionError("the run did not finish")
 
 
 async def test_a_client_that_saw_the_end_can_always_start_the_next_turn(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from starlette.requests import Request
 
 from toolwire._text import clean_json
+from toolwire.agent.pending import Approval, DecisionKey, Denied, ToolFailed
 from toolwire.server.errors import RequestError
 from toolwire.store.records import SessionInfo
 
@@ -111,6 +112,37 @@ def check_prompt(text: Any, limits: Limits) -> str:
     if len(text) > limits.max_prompt_chars:
         raise RequestError(f"message over {limits.max_prompt_chars} characters", status=413, kind="too_large")
     return text
+
+
+def parse_answers(body: dict[str, Any]) -> tuple[dict[DecisionKey, Approval], dict[DecisionKey, Any]]:
+    """``approvals`` / ``tool_outputs`` of a resume, keyed by ``tool_call_id``: an approval is ``true``,
+    ``false`` or ``{"denied": "reason"}``; an output is any JSON value, or ``{"failed": "message"}``."""
+    approvals: dict[DecisionKey, Approval] = {}
+    for key, value in _answer_map(body, "approvals").items():
+        if isinstance(value, bool):
+            approvals[key] = value
+        elif isinstance(value, dict) and set(value) == {"denied"} and isinstance(value["denied"], str):
+            approvals[key] = Denied(value["denied"])
+        else:
+            raise RequestError(f'the approval of {key!r} must be true, false or {{"denied": "reason"}}')
+    outputs: dict[DecisionKey, Any] = {}
+    for key, value in _answer_map(body, "tool_outputs").items():
+        if isinstance(value, dict) and set(value) == {"failed"}:
+            if not isinstance(value["failed"], str):
+                raise RequestError(f'the failure of {key!r} must be {{"failed": "message"}}')
+            outputs[key] = ToolFailed(value["failed"])
+        else:
+            outputs[key] = value
+    return approvals, outputs
+
+
+def _answer_map(body: dict[str, Any], name: str) -> dict[str, Any]:
+    raw = body.get(name)
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and 0 < len(k) <= 200 for k in raw):
+        raise RequestError(f"'{name}' must be an object keyed by tool_call_id")
+    return raw
 
 
 def stream_cursor(raw: str | None) -> int | None:

@@ -3,7 +3,10 @@
 The request carries the client's whole conversation, but the store stays authoritative: the client's
 earlier messages are only imported into a conversation the store does not know yet
 (:func:`_import_client_history`, the one place the server writes messages outside the agent loop); the
-last message is the new turn. The answer is that run's events as an AI SDK UI message stream.
+last message is the new turn. When it is the assistant's message instead, the client answered its calls
+(``addToolApprovalResponse`` / ``addToolOutput`` and ``sendAutomaticallyWhen``): the answers for the calls
+the store awaits resume the paused run, which continues that message. The answer is the run's events as an
+AI SDK UI message stream.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from toolwire.errors import SessionAccessError
+from toolwire.agent.pending import Approval, DecisionKey
+from toolwire.errors import ResumeError, SessionAccessError
 from toolwire.events import InteractionEnd
 from toolwire.messages import new_id
 from toolwire.server._input import check_prompt, check_session_id, read_json
@@ -22,7 +26,12 @@ from toolwire.server._sse import PING, data_frame, with_pings
 from toolwire.server._state import ToolwireServer
 from toolwire.server.errors import RequestError, not_found
 from toolwire.server.hub import Subscription
-from toolwire.server.ui_messages import last_user_text, ui_messages_to_history
+from toolwire.server.ui_messages import (
+    answers_calls,
+    client_answers,
+    last_user_text,
+    ui_messages_to_history,
+)
 from toolwire.server.ui_stream import (
     DONE_FRAME,
     UI_STREAM_HEADERS,
@@ -67,21 +76,52 @@ class ChatEndpoint:
                 features = ClientFeatures.for_version(parse_client_version(version))
             except ValueError as exc:
                 raise RequestError(str(exc)) from exc
-        prompt = check_prompt(last_user_text(messages), server.limits)
-        history = ui_messages_to_history(messages[:-1], session_id=session_id)
-        await self._import_client_history(session_id, user, history)
+        last = messages[-1] if messages else None
+        prompt: str | None = None
+        approvals: dict[DecisionKey, Approval] = {}
+        outputs: dict[DecisionKey, Any] = {}
+        message_id = new_id("msg_")
+        if trigger == "submit-message" and isinstance(last, dict) and answers_calls(last):
+            # The client answered the calls of its last assistant message (approvals, client tools'
+            # outputs) and re-submitted: continue that message with the answers the store awaits.
+            approvals, outputs = await self._answers(session_id, user, last)
+            if isinstance(last.get("id"), str) and last["id"]:
+                message_id = last["id"]
+        else:
+            prompt = check_prompt(last_user_text(messages), server.limits)
+            history = ui_messages_to_history(messages[:-1], session_id=session_id)
+            await self._import_client_history(session_id, user, history)
 
         # Subscribed before the run starts, so the stream misses none of its events.
         subscription = server.hub.subscribe(session_id, None)
         try:
-            await server.runs.start(session_id, prompt, user_id=user)
+            await server.runs.start(
+                session_id, prompt, user_id=user, approvals=approvals, tool_outputs=outputs
+            )
         except BaseException:
             subscription.close()
             raise
-        encoder = UIStreamEncoder(session_id, new_id("msg_"), features)
+        encoder = UIStreamEncoder(session_id, message_id, features)
         return StreamingResponse(
             _ui_stream(encoder, subscription, server.limits.ping_interval), headers=UI_STREAM_HEADERS
         )
+
+    async def _answers(
+        self, session_id: str, user: str, message: dict[str, Any]
+    ) -> tuple[dict[DecisionKey, Approval], dict[DecisionKey, Any]]:
+        """The answers of a re-submitted assistant message, for the calls the caller's session awaits;
+        409 (:class:`ResumeError`) when it answers none of them (a replay, or nothing was asked)."""
+        info = await self.server.authorize(session_id, user)
+        if info.parent_session_id:
+            raise RequestError("sub-agent sessions take no user messages", status=403, kind="forbidden")
+        store = await self.server.store()
+        approvals, outputs = client_answers(message, await store.tool_calls(session_id))
+        if not approvals and not outputs:
+            raise ResumeError(
+                "the last message is the assistant's, but it answers no tool call this conversation "
+                "awaits (send a new user message, or the approvals / outputs of its awaited calls)"
+            )
+        return approvals, outputs
 
     async def _import_client_history(self, session_id: str, user: str, history: list[Any]) -> None:
         """Claim the session; a conversation the store does not know yet starts from the client's messages.

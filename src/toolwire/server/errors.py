@@ -1,7 +1,7 @@
 """Refused requests: :class:`RequestError`, the JSON it answers with, and the Starlette handlers.
 
-Endpoints raise (``RequestError``, or the store's ``SessionAccessError`` / ``SessionBusyError``); the
-handlers in :data:`EXCEPTION_HANDLERS` answer ``{"error": {"type", "message"}}`` with a 4xx status. A
+Endpoints raise (``RequestError``, the store's ``SessionAccessError`` / ``SessionBusyError``, or a resume's
+``ResumeError``: 409 with ``tool_call_ids``); the handlers in :data:`EXCEPTION_HANDLERS` answer ``{"error": {"type", "message"}}`` with a 4xx status. A
 session that does not exist and a session of someone else answer the same 404, so nothing tells them
 apart.
 """
@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ExceptionHandler
 
-from toolwire.errors import SessionAccessError, SessionBusyError, ToolwireError
+from toolwire.errors import ResumeError, SessionAccessError, SessionBusyError, ToolwireError
 
 
 class RequestError(ToolwireError):
@@ -37,6 +37,8 @@ def error_body(exc: Exception) -> dict[str, Any]:
         return {"error": {"type": exc.kind, "message": str(exc)}}
     if isinstance(exc, SessionBusyError):
         return {"error": {"type": "session_busy", "message": str(exc)}}
+    if isinstance(exc, ResumeError):
+        return {"error": {"type": "not_awaited", "message": str(exc), "tool_call_ids": exc.tool_call_ids}}
     return {"error": {"type": "internal", "message": "internal server error"}}
 
 
@@ -52,6 +54,7 @@ async def _access_error(request: Request, exc: Exception) -> Response:
 
 
 async def _busy(request: Request, exc: Exception) -> Response:
+    """409: the session is busy, or its state does not match the request (``ResumeError``)."""
     return JSONResponse(error_body(exc), status_code=409)
 
 
@@ -59,5 +62,6 @@ EXCEPTION_HANDLERS: dict[Any, ExceptionHandler] = {
     RequestError: _request_error,
     SessionAccessError: _access_error,
     SessionBusyError: _busy,
+    ResumeError: _busy,  # answers for calls the session does not await: 409, nothing written
 }
 """For ``Starlette(exception_handlers=...)``: HTTP endpoints only (WebSocket endpoints close with a code)."""

@@ -11,20 +11,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from toolwire.errors import SessionAccessError, SessionBusyError
-from toolwire.messages import MessageAdapter, new_id
+from toolwire.agent._pause import pending_from_rows
+from toolwire.agent.pending import Approval, DecisionKey
+from toolwire.errors import ResumeError, SessionAccessError, SessionBusyError
+from toolwire.messages import Message, MessageAdapter, ToolResultPart, new_id
 from toolwire.server._input import (
     check_prompt,
     check_session_id,
     int_param,
     make_page_cursor,
     page_cursor,
+    parse_answers,
     parse_json,
     read_json,
     stream_cursor,
@@ -33,7 +37,7 @@ from toolwire.server._sse import CONNECTED, PING, SSE_HEADERS, event_frame, with
 from toolwire.server._state import ToolwireServer
 from toolwire.server.errors import RequestError, error_body, not_found
 from toolwire.server.hub import Subscription
-from toolwire.store.records import SessionInfo
+from toolwire.store.records import SessionInfo, ToolCallRecord
 from toolwire.transcript import merge_histories
 
 
@@ -71,13 +75,18 @@ class NativeEndpoints:
         tree = await store.list_sessions(user_session_id=info.user_session_id or info.id, limit=100_000)
         subtree = _subtree(session_id, tree, info)
         root = info.user_session_id or info.id
+        awaiting: list[dict[str, Any]] = []
         if server.runs.running(root) or await store.run_in_progress(root):
             # A live run: its pending calls are still running; their results arrive as events.
             histories = [await store.raw_messages(s.id) for s in subtree]
         else:
             # Repaired (nothing is marked): after a crash the client sees the interrupted calls and the
-            # results that did finish, exactly what the model will be sent.
-            histories = [await store.load_history(s.id) for s in subtree]
+            # results that did finish, exactly what the model will be sent. The calls a paused run waits
+            # for are listed in ``awaiting`` and shown without a result (the repaired history would give
+            # them the "not answered" result they get only if the conversation moves on).
+            awaiting = _awaiting(session_id, await store.tool_calls(session_id))
+            waits = {(a["session_id"], a["message_id"], a["tool_call_id"]) for a in awaiting}
+            histories = [_without_results(await store.load_history(s.id), s.id, waits) for s in subtree]
         merged = merge_histories(histories)
         cursor = server.hub.resume_cursor(session_id, {s.id: s.last_seq for s in subtree})
         return JSONResponse(
@@ -90,6 +99,7 @@ class NativeEndpoints:
                 "last_seq": {s.id: s.last_seq for s in subtree},
                 "cursor": cursor,
                 "running": server.runs.running(session_id),
+                "awaiting": awaiting,
             }
         )
 
@@ -114,19 +124,42 @@ class NativeEndpoints:
         )
 
     async def post_message(self, request: Request) -> Response:
-        """Start a turn (202 once the run holds the session); its events follow on the stream."""
+        """Start a turn (202 once the run holds the session); its events follow on the stream.
+
+        ``{"text"}`` is a new prompt; ``{"approvals", "tool_outputs"}`` (with or without ``text``) answer
+        the calls a paused run waits for: answers that do not apply are refused with 409 (nothing written).
+        """
         server = self.server
         user = server.user(request)
         session_id = check_session_id(request.path_params["session_id"])
         body = await read_json(request, server.limits)
         if not isinstance(body, dict):
-            raise RequestError("the body must be an object with 'text'")
-        text = check_prompt(body.get("text"), server.limits)
-        await server.claim(session_id, user)
+            raise RequestError("the body must be an object with 'text' and/or 'approvals' / 'tool_outputs'")
+        text, approvals, outputs = await self._turn(session_id, user, body)
         cursor = server.hub.cursor(session_id)
-        await server.runs.start(session_id, text, user_id=user)
+        await server.runs.start(session_id, text, user_id=user, approvals=approvals, tool_outputs=outputs)
         # Subscribing with ``after=cursor`` receives this run's events from its very first one.
         return JSONResponse({"session_id": session_id, "accepted": True, "cursor": cursor}, status_code=202)
+
+    async def _turn(
+        self, session_id: str, user: str, body: dict[str, Any]
+    ) -> tuple[str | None, dict[DecisionKey, Approval], dict[DecisionKey, Any]]:
+        """A turn's prompt and answers, the session checked for the caller: a new prompt alone may create
+        the session (:meth:`ToolwireServer.claim`); answers only reach an existing one of the caller's."""
+        approvals, outputs = parse_answers(body)
+        answering = bool(approvals or outputs)
+        text = body.get("text")
+        if text is not None or not answering:
+            text = check_prompt(text, self.server.limits)
+        if not answering:
+            await self.server.claim(session_id, user)
+            return text, approvals, outputs
+        info = await self.server.authorize(session_id, user)
+        if info.parent_session_id:
+            raise RequestError(
+                "answer a sub-agent's calls through its conversation", status=403, kind="forbidden"
+            )
+        return text, approvals, outputs
 
     async def cancel(self, request: Request) -> Response:
         """Cancel the session's run in this process (stored as cancelled); ``cancelled``: was one running."""
@@ -236,12 +269,12 @@ class NativeEndpoints:
             if message["type"] == "cancel":
                 await server.runs.cancel(session_id)
                 return
-            text = check_prompt(message.get("text"), server.limits)
-            await server.runs.start(session_id, text, user_id=user)
+            text, approvals, outputs = await self._turn(session_id, user, message)
+            await server.runs.start(session_id, text, user_id=user, approvals=approvals, tool_outputs=outputs)
             await websocket.send_json({"type": "accepted", "session_id": session_id})
         except SessionAccessError:
             await websocket.send_json({"type": "error", "error": error_body(not_found(session_id))["error"]})
-        except (RequestError, SessionBusyError) as exc:
+        except (RequestError, SessionBusyError, ResumeError) as exc:
             await websocket.send_json({"type": "error", "error": error_body(exc)["error"]})
 
 
@@ -277,6 +310,53 @@ def _subtree(session_id: str, tree: list[SessionInfo], info: SessionInfo) -> lis
         out.append(current)
         todo.extend(children.get(current.id, []))
     out.sort(key=lambda s: s.created_at)
+    return out
+
+
+def _awaiting(session_id: str, rows: list[ToolCallRecord]) -> list[dict[str, Any]]:
+    """What a paused run of the session waits for, in call order: each call a person answers (a
+    sub-agent's with its own ``session_id``), and each call of the session waiting for its sub-agent
+    (``kind: "subagent"``, for the transcript; answered through the sub-agent's calls)."""
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        if row.awaiting is None:
+            continue
+        if row.awaiting == "subagent":
+            out.append(
+                {
+                    "session_id": session_id,
+                    "tool_call_id": row.tool_call_id,
+                    "tool_name": row.tool_name,
+                    "args": row.args,
+                    "kind": "subagent",
+                    "message_id": row.message_id,
+                }
+            )
+        out.extend(p.to_dict() for p in pending_from_rows([row], session_id))
+    return out
+
+
+def _without_results(
+    history: list[Message], session_id: str, waits: set[tuple[str, str, str]]
+) -> list[Message]:
+    """The history without the repaired results of awaited calls ``(session_id, message_id, call_id)``."""
+    if not waits:
+        return history
+    out: list[Message] = []
+    call_message = ""
+    for message in history:
+        if message.role == "assistant":
+            call_message = message.id
+        elif message.role == "tool":
+            parts = tuple(
+                p
+                for p in message.parts
+                if not (isinstance(p, ToolResultPart) and (session_id, call_message, p.tool_call_id) in waits)
+            )
+            if not parts:
+                continue
+            message = replace(message, parts=parts)
+        out.append(message)
     return out
 
 

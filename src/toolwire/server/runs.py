@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+from toolwire.agent._pause import plan_answers
 from toolwire.agent.agent import Agent
 from toolwire.agent.loop import AgentRun
+from toolwire.agent.pending import Approval, DecisionKey
 from toolwire.errors import SessionBusyError
 from toolwire.events import AgentEvent, InteractionEnd
 from toolwire.server.hub import EventHub
@@ -35,16 +37,35 @@ class RunManager:
     def running(self, session_id: str) -> bool:
         return session_id in self._tasks or session_id in self._starting
 
-    async def start(self, session_id: str, prompt: str, *, user_id: str) -> None:
+    async def start(
+        self,
+        session_id: str,
+        prompt: str | None,
+        *,
+        user_id: str,
+        approvals: Mapping[DecisionKey, Approval] | None = None,
+        tool_outputs: Mapping[DecisionKey, Any] | None = None,
+    ) -> None:
         """Start a run; returns once it holds the session (its first event is published).
 
-        Raises :class:`SessionBusyError` when a run is going on, here or in another replica.
+        ``approvals`` / ``tool_outputs`` answer the calls a paused run left waiting (with or without a new
+        ``prompt``); they are checked against the store first, so answers that do not apply raise
+        :class:`~toolwire.errors.ResumeError` before anything is started or written. Raises
+        :class:`SessionBusyError` when a run is going on, here or in another replica.
         """
         if self.running(session_id):
             raise SessionBusyError(f"session {session_id!r} is already running; wait for it or cancel it")
         self._starting.add(session_id)
         try:
-            run = self.agent.stream(prompt, session_id=session_id, user_id=user_id)
+            if prompt is None or approvals or tool_outputs:
+                await self._check_answers(session_id, prompt, approvals or {}, tool_outputs or {})
+            run = self.agent.stream(
+                prompt,
+                session_id=session_id,
+                user_id=user_id,
+                approvals=approvals,
+                tool_outputs=tool_outputs,
+            )
             events = run.__aiter__()
             try:
                 first = await events.__anext__()
@@ -55,6 +76,29 @@ class RunManager:
             self._tasks[session_id] = asyncio.create_task(self._pump(session_id, events))
         finally:
             self._starting.discard(session_id)
+
+    async def _check_answers(
+        self,
+        session_id: str,
+        prompt: str | None,
+        approvals: Mapping[DecisionKey, Approval],
+        tool_outputs: Mapping[DecisionKey, Any],
+    ) -> None:
+        """The loop's own check of the answers (:func:`plan_answers`), on what the store holds now: a
+        refusal is a :class:`ResumeError` with nothing started, published or written. (A run of another
+        replica that answers the same calls in between makes the run itself refuse them.)"""
+        store = await self.agent.get_store()
+        history = await store.load_history(session_id)
+        awaited = [r for r in await store.tool_calls(session_id) if r.awaiting is not None]
+        plan_answers(
+            awaited,
+            history,
+            session_id=session_id,
+            approvals=approvals,
+            tool_outputs=tool_outputs,
+            closing=prompt is not None,
+            max_output_chars=self.agent.max_tool_output_chars,
+        )
 
     async def _pump(self, session_id: str, events: AsyncIterator[AgentEvent]) -> None:
         try:

@@ -21,8 +21,10 @@ no privileges:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from toolwire.agent.pending import Approval, DecisionKey, Denied, ToolFailed
 from toolwire.messages import (
     FilePart,
     Message,
@@ -35,6 +37,7 @@ from toolwire.messages import (
 )
 from toolwire.models._metadata import client_metadata_filter
 from toolwire.server.errors import RequestError
+from toolwire.store.records import ToolCallRecord
 
 NO_RESULT = "No result was recorded for this tool call (the client sent the call without its output)."
 
@@ -93,6 +96,65 @@ def last_user_text(ui_messages: list[Any]) -> str:
     if not text.strip():
         raise RequestError("the last user message has no text")
     return text
+
+
+ANSWERED_STATES = ("approval-responded", "output-available", "output-error")
+
+
+def answers_calls(message: Any) -> bool:
+    """Whether a last message is the client's answer to tool calls: an assistant message with a tool part
+    in an answered state (anything else is expected to be the user's new message)."""
+    parts = message.get("parts") if isinstance(message, dict) and message.get("role") == "assistant" else None
+    return isinstance(parts, list) and any(
+        isinstance(p, dict)
+        and isinstance(p.get("type"), str)
+        and (p["type"].startswith("tool-") or p["type"] == "dynamic-tool")
+        and p.get("state") in ANSWERED_STATES
+        for p in parts
+    )
+
+
+def client_answers(
+    message: Any, awaited: Sequence[ToolCallRecord]
+) -> tuple[dict[DecisionKey, Approval], dict[DecisionKey, Any]]:
+    """The answers an assistant message re-submitted by the client carries for the calls the store awaits.
+
+    ``useChat`` re-submits the conversation when the last assistant message's calls are answered
+    (``sendAutomaticallyWhen``): a part in state ``approval-responded`` (``approval: {id, approved,
+    reason}``, ai@6 ``addToolApprovalResponse``) answers a call awaiting approval; ``output-available`` /
+    ``output-error`` (``addToolOutput``) answers a client tool. Only calls the store holds as awaiting that
+    kind of answer are read (the store stays authoritative: a part already answered is a replay, a part
+    of any other call is ignored); everything else about the part, its arguments and provider metadata
+    included, is taken from the store.
+    """
+    if not isinstance(message, dict) or not isinstance(message.get("parts"), list):
+        raise RequestError("the last message has no parts")
+    kinds = {r.tool_call_id: r.awaiting for r in awaited if r.awaiting in ("approval", "output")}
+    approvals: dict[DecisionKey, Approval] = {}
+    outputs: dict[DecisionKey, Any] = {}
+    for i, part in enumerate(message["parts"]):
+        if not isinstance(part, dict):
+            raise RequestError(f"the last message's parts[{i}] must be an object")
+        kind = part.get("type")
+        call_id = part.get("toolCallId")
+        if not (isinstance(kind, str) and (kind.startswith("tool-") or kind == "dynamic-tool")):
+            continue
+        if not isinstance(call_id, str) or call_id not in kinds:
+            continue
+        state = part.get("state")
+        if kinds[call_id] == "approval" and state == "approval-responded":
+            approval = part.get("approval")
+            approved = approval.get("approved") if isinstance(approval, dict) else None
+            if not isinstance(approved, bool):
+                raise RequestError(f"parts[{i}].approval.approved must be true or false")
+            reason = approval.get("reason") if isinstance(approval, dict) else None
+            approvals[call_id] = True if approved else Denied(reason if isinstance(reason, str) else "")
+        elif kinds[call_id] == "output" and state == "output-available":
+            outputs[call_id] = part.get("output")
+        elif kinds[call_id] == "output" and state == "output-error":
+            error = part.get("errorText")
+            outputs[call_id] = ToolFailed(error if isinstance(error, str) else "the client tool failed")
+    return approvals, outputs
 
 
 def _user_part(part: Any, where: str) -> Part | None:

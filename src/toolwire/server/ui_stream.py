@@ -11,13 +11,16 @@ field                                  accepted from
 ``finishReason`` on finish             5.0.92 (5.x), 6.0.0
 ``title`` on tool-input-start/-available       6.0.0
 ``providerMetadata`` on tool-input-start       6.0.39
+``tool-approval-request``, ``tool-output-denied`` chunks  6.0.0
 =====================================  ============================================
 
 (Read from the published ``uiMessageChunkSchema`` of ai 5.0.0, 5.0.91, 5.0.92, 6.0.0, 6.0.38, 6.0.39,
 6.0.230 and 6.0.324.)
 
 Only events of the chat's own session become chunks: sub-agent sessions stream on the native event
-stream, where the client can tell sessions apart. Tool progress goes out as a transient
+stream, where the client can tell sessions apart. A call waiting for approval is announced with a
+``tool-approval-request`` whose ``approvalId`` is the call id (so any replica maps the answer back); a
+client tool's call just stays ``input-available`` for the client's ``onToolCall``. Tool progress goes out as a transient
 ``data-tool-progress`` chunk, which the client hands to ``onData`` without storing it in the message.
 """
 
@@ -41,6 +44,7 @@ from toolwire.events import (
     TextDeltaEvent,
     TextEndEvent,
     TextStartEvent,
+    ToolCallAwaiting,
     ToolCallComplete,
     ToolInputAvailableEvent,
     ToolInputDeltaEvent,
@@ -81,6 +85,8 @@ class ClientFeatures:
     finish_reason: bool
     tool_title: bool
     start_provider_metadata: bool
+    approval: bool
+    """``tool-approval-request`` and ``tool-output-denied`` chunks."""
 
     @classmethod
     def for_version(cls, version: tuple[int, int, int]) -> ClientFeatures:
@@ -88,6 +94,7 @@ class ClientFeatures:
             finish_reason=version >= (5, 0, 92),
             tool_title=version >= (6, 0, 0),
             start_provider_metadata=version >= (6, 0, 39),
+            approval=version >= (6, 0, 0),
         )
 
 
@@ -164,6 +171,13 @@ class UIStreamEncoder:
             yield chunk
         elif isinstance(event, ToolCallComplete):
             yield self._tool_output(event)
+        elif isinstance(event, ToolCallAwaiting):
+            if event.kind == "approval" and self.features.approval:
+                yield {
+                    "type": "tool-approval-request",
+                    "approvalId": event.tool_call_id,
+                    "toolCallId": event.tool_call_id,
+                }
         elif isinstance(event, ToolProgress):
             yield {
                 "type": "data-tool-progress",
@@ -195,6 +209,8 @@ class UIStreamEncoder:
 
     def _tool_output(self, event: ToolCallComplete) -> dict[str, Any]:
         chunk: dict[str, Any]
+        if event.status == "denied" and self.features.approval:
+            return {"type": "tool-output-denied", "toolCallId": event.tool_call_id}
         if event.is_error:
             chunk = {
                 "type": "tool-output-error",

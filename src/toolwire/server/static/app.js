@@ -211,8 +211,9 @@ async function open(sessionId) {
     clearTranscript();
     return status(`cannot load ${sessionId}: ${errorText(loaded)}`);
   }
-  const { messages, parents, last_seq: lastSeq, cursor, running } = loaded.body;
-  const transcript = Transcript.fromHistory(messages, { parents, lastSeq });
+  const { messages, parents, last_seq: lastSeq, cursor, running, awaiting } = loaded.body;
+  // A paused run's calls wait for a person: shown (with Approve / Deny) as the live events showed them.
+  const transcript = Transcript.fromHistory(messages, { parents, lastSeq, awaiting: awaiting || [] });
   view.transcript = transcript;
   const first = messages.find((m) => m.role === "user" && m.session_id === sessionId);
   if (first) rememberTitle(sessionId, (first.parts || []).filter((p) => p.type === "text").map((p) => p.text).join(" "));
@@ -223,6 +224,7 @@ async function open(sessionId) {
   renderTitle();
   transcript.subscribe((change) => changed(transcript, change));
   listen(sessionId, cursor, generation);
+  if (!running) runClientTools();
   refreshSessions();
   probeManage(sessionId);
 }
@@ -289,7 +291,10 @@ function follow(event) {
       view.busy = false;
       view.awaiting = false;
       notice(""); // a "busy" notice is stale once the turn is over
-      if (event.status && event.status !== "completed") announce(`The answer ended: ${event.status}.`);
+      if (event.status === "paused") {
+        announce("Waiting for you: approve or deny the tool call below.");
+        runClientTools();
+      } else if (event.status && event.status !== "completed") announce(`The answer ended: ${event.status}.`);
       refreshSessions();
       break;
     default:
@@ -539,8 +544,15 @@ function renderToolCall(call) {
   return box;
 }
 
+const WAITING = {
+  "awaiting-approval": "waits for your approval",
+  "awaiting-output": "waits for this client",
+  "awaiting-subagent": "waits for its sub-agent",
+};
+
 function notificationLabel(n) {
   if (n.status === "preparing") return `preparing ${n.tool_name}`;
+  if (WAITING[n.status]) return `${n.tool_name} ${WAITING[n.status]}${n.session_id !== view.sessionId ? ` · ${n.session_id}` : ""}`;
   const elapsed = Math.max(0, Math.floor(Date.now() / 1000 - n.started_at));
   let label = `running ${n.tool_name} (${elapsed}s)`;
   if (typeof n.progress === "number") label += ` ${Math.round(n.progress * 100)}%`;
@@ -556,12 +568,69 @@ function renderNotifications() {
     const note = element("span", { class: "notification", "data-testid": "notification", "data-tool-name": n.tool_name, "data-status": n.status, "data-session": n.session_id }, notificationLabel(n));
     note.notification = n;
     box.append(note);
+    if (n.status === "awaiting-approval") box.append(approvalControls(n));
   }
+}
+
+// -- calls waiting for a person -------------------------------------------------------------------------
+
+// Approve runs the call; Deny refuses it, with the reason typed (the model reads it).
+function approvalControls(n) {
+  const form = element("form", { class: "approval", "data-testid": "approval", "data-tool-call-id": n.tool_call_id });
+  const reason = element("input", { type: "text", "data-testid": "deny-reason", placeholder: "Reason (optional)", "aria-label": `Reason to deny ${n.tool_name}` });
+  const approve = element("button", { type: "button", "data-testid": "approve" }, "Approve");
+  const deny = element("button", { type: "button", "data-testid": "deny" }, "Deny");
+  approve.addEventListener("click", () => answer({ approvals: { [n.tool_call_id]: true } }, `Approved ${n.tool_name}.`));
+  deny.addEventListener("click", () => {
+    const why = reason.value.trim();
+    answer({ approvals: { [n.tool_call_id]: why ? { denied: why } : false } }, `Denied ${n.tool_name}.`);
+  });
+  form.addEventListener("submit", (e) => e.preventDefault());
+  form.append(approve, deny, reason);
+  return form;
+}
+
+// Client tools this page runs itself, in the browser; their output goes back as the call's result.
+const CLIENT_TOOLS = {
+  browser_time_zone: () => Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC",
+};
+const answered = new Set(); // calls already answered from this page (an answer is sent once)
+
+function runClientTools() {
+  if (!view.transcript || view.busy) return;
+  const outputs = {};
+  for (const n of view.transcript.activeTools) {
+    const run = CLIENT_TOOLS[n.tool_name];
+    const key = `${n.session_id}\u0000${n.tool_call_id}`;
+    if (n.status !== "awaiting-output" || !run || answered.has(key)) continue;
+    answered.add(key);
+    try {
+      outputs[n.tool_call_id] = run();
+    } catch (error) {
+      outputs[n.tool_call_id] = { failed: String(error) };
+    }
+  }
+  if (Object.keys(outputs).length) answer({ tool_outputs: outputs }, "");
+}
+
+async function answer(body, said) {
+  const sessionId = view.sessionId;
+  if (!sessionId || view.busy) return;
+  view.busy = true;
+  view.awaiting = true;
+  renderActivity();
+  if (said) announce(said);
+  const sent = await api(sessionPath(sessionId, "/messages"), { method: "POST", body: JSON.stringify(body) });
+  if (view.sessionId !== sessionId || sent.status === 202) return;
+  view.busy = false;
+  view.awaiting = false;
+  renderActivity();
+  notice(`Not sent: ${errorText(sent)}`);
 }
 
 // Elapsed seconds keep ticking while a tool runs: only the labels' text changes, the elements stay.
 setInterval(() => {
-  for (const note of $("notifications").children) {
+  for (const note of $("notifications").querySelectorAll(".notification")) {
     const label = notificationLabel(note.notification);
     if (note.textContent !== label) note.textContent = label;
   }

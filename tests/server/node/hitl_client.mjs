@@ -1,0 +1,113 @@
+// Drives a running toolwire server with the real AI SDK chat client (AbstractChat, the class useChat's
+// Chat wraps; here with a plain in-memory state) through a paused run, and prints what it saw as JSON.
+//
+//   node hitl_client.mjs <package: ai6 | ai6strict | ai5> <server url> <scenario> [client version header]
+//
+// Scenarios: "approve" / "deny" (ai@6: the tool-approval-request is answered with addToolApprovalResponse
+// and re-submitted by lastAssistantMessageIsCompleteWithApprovalResponses); "output" / "output-error" (a
+// client tool answered in onToolCall with addToolOutput, re-submitted by
+// lastAssistantMessageIsCompleteWithToolCalls). The client validates every chunk with its own schema
+// (strict in ai@5 and ai@6.0.230): a chunk it rejects ends the chat in an error, reported here.
+
+const [pkg, url, scenario, version] = process.argv.slice(2);
+const ai = await import(pkg);
+const {
+  AbstractChat,
+  DefaultChatTransport,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
+  lastAssistantMessageIsCompleteWithToolCalls,
+} = ai;
+
+class State {
+  constructor() {
+    this.status = "ready";
+    this.error = undefined;
+    this.messages = [];
+  }
+  pushMessage(message) {
+    this.messages = this.messages.concat([message]);
+  }
+  popMessage() {
+    this.messages = this.messages.slice(0, -1);
+  }
+  replaceMessage(index, message) {
+    this.messages = [...this.messages.slice(0, index), this.snapshot(message), ...this.messages.slice(index + 1)];
+  }
+  snapshot(thing) {
+    return structuredClone(thing);
+  }
+}
+
+class Chat extends AbstractChat {
+  constructor(init) {
+    super({ ...init, state: new State() });
+  }
+}
+
+const requests = [];
+const headers = version ? { "x-toolwire-ai-sdk-version": version } : {};
+const transport = new DefaultChatTransport({
+  api: `${url}/api/chat`,
+  headers,
+  fetch: async (input, init) => {
+    requests.push(JSON.parse(init.body));
+    return fetch(input, init);
+  },
+});
+
+const approving = scenario === "approve" || scenario === "deny";
+const toolCalls = [];
+const chat = new Chat({
+  id: `hitl-${pkg}-${scenario}-${Date.now()}`,
+  transport,
+  sendAutomaticallyWhen: approving
+    ? lastAssistantMessageIsCompleteWithApprovalResponses
+    : lastAssistantMessageIsCompleteWithToolCalls,
+  onToolCall: ({ toolCall }) => {
+    toolCalls.push(toolCall.toolName);
+    if (toolCall.toolName !== "browser_time_zone") return; // the server runs its own tools
+    const answer =
+      scenario === "output-error"
+        ? { state: "output-error", errorText: "no clock in this client" }
+        : { output: { timeZone: "Europe/Paris" } };
+    // not awaited (the AI SDK's advice: it would wait for the running stream)
+    chat.addToolOutput({ tool: toolCall.toolName, toolCallId: toolCall.toolCallId, ...answer });
+  },
+});
+
+async function settle(count) {
+  for (let i = 0; i < 600; i++) {
+    if (requests.length >= count && (chat.status === "ready" || chat.status === "error")) return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error(`the chat did not settle: status ${chat.status}, ${requests.length} requests`);
+}
+
+const prompt = approving ? "Refund order A1" : "What time zone am I in?";
+await chat.sendMessage({ text: prompt });
+await settle(1);
+const paused = structuredClone(chat.messages);
+if (approving && chat.status === "ready") {
+  const part = chat.messages.at(-1).parts.find((p) => p.state === "approval-requested");
+  if (part) {
+    await chat.addToolApprovalResponse(
+      scenario === "approve"
+        ? { id: part.approval.id, approved: true }
+        : { id: part.approval.id, approved: false, reason: "too large" },
+    );
+  }
+}
+await settle(2);
+await new Promise((resolve) => setTimeout(resolve, 100));
+await settle(2);
+
+process.stdout.write(
+  JSON.stringify({
+    paused,
+    messages: chat.messages,
+    requests,
+    toolCalls,
+    status: chat.status,
+    error: chat.error ? String(chat.error) : null,
+  }) + "\n",
+);
