@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, TypedDict
 
 import httpx
+from pydantic_core import from_json
 
 from toolwire.errors import ProviderConnectionError, ProviderHTTPError, ProviderProtocolError
 from toolwire.models._sse import iter_sse
@@ -112,7 +113,16 @@ def protocol_error(message: str, *, provider: str, model: str, retryable: bool =
 
 
 def parse_json(data: str | bytes) -> Any:
-    """``json.loads`` returning ``None`` on invalid JSON (callers turn that into a protocol error)."""
+    """The JSON value, or ``None`` for invalid JSON (callers turn that into a protocol error).
+
+    ``pydantic_core.from_json`` is 1.5-3x faster than ``json.loads`` on stream events
+    (``benchmarks/stream_layers.py``); it refuses escaped lone surrogates, which ``json.loads`` accepts
+    (they are cleaned later, at the loop's one cleaning point), so those fall back to ``json.loads``.
+    """
+    try:
+        return from_json(data)
+    except ValueError:
+        pass
     try:
         return json.loads(data)
     except ValueError:
