@@ -100,3 +100,17 @@ def test_no_module_imports_itself_back() -> None:
 
 def test_the_checker_finds_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_an_agent_without_a_sql_store_does_not_load_sqlalchemy() -> None:
+    """SQLAlchemy is ~250 ms of import: only a SQL store pays it (``from toolwire import Agent`` did)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from toolwire import Agent, ScriptedModel, TextPart; "
+        "Agent(ScriptedModel([[TextPart('hi')]])).run_sync('x'); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'aiosqlite', 'asyncpg')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout

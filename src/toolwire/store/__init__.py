@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from toolwire.agent.history import INTERRUPTED_OUTPUT, UNANSWERED_OUTPUT, repair_history
-from toolwire.store._sql_engine import DEFAULT_URL
-from toolwire.store.base import SessionReader, Store
+from toolwire.store.base import DEFAULT_URL, SessionReader, Store
 from toolwire.store.memory import MemoryStore
 from toolwire.store.records import SessionInfo, StepRecord, StoredStep, ToolCallRecord
 

@@ -23,7 +23,6 @@ from toolwire.store._sql_rows import dumps
 
 T = TypeVar("T")
 
-DEFAULT_URL = "sqlite+aiosqlite:///./toolwire.db"
 WRITE_OPTION = "toolwire_write"
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 # PostgreSQL unique violation, serialization failure, deadlock: the transaction may simply be run again.

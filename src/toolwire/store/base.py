@@ -40,6 +40,9 @@ from toolwire.store.records import (
     ToolCallRowStatus,
 )
 
+DEFAULT_URL = "sqlite+aiosqlite:///./toolwire.db"
+"""The embedded default store: a SQLite file in the working directory."""
+
 
 class SessionReader(Protocol):
     """What the server and the CLI read; every :class:`Store` is one."""

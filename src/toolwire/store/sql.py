@@ -35,7 +35,6 @@ from toolwire.errors import ConfigError, MissingExtraError, SessionBusyError, St
 from toolwire.messages import Message, Usage
 from toolwire.store._locks import owner_is_dead
 from toolwire.store._sql_engine import (
-    DEFAULT_URL,
     AsyncRunner,
     ThreadRunner,
     configure_sqlite,
@@ -62,7 +61,7 @@ from toolwire.store._sql_rows import (
     usage_from_json,
     usage_to_json,
 )
-from toolwire.store.base import Store
+from toolwire.store.base import DEFAULT_URL, Store
 from toolwire.store.records import (
     CallKey,
     SessionInfo,
