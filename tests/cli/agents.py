@@ -19,3 +19,15 @@ async def slow_count(ctx: RunContext[Any], steps: int) -> str:
 def slow() -> Agent[None]:
     """An agent with one slow tool; the tests give it a scripted model with ``--model scripted:FILE``."""
     return Agent(ScriptedModel([]), tools=[slow_count], name="slow")
+
+
+def refund(txn: str) -> str:
+    """Refunds a transaction."""
+    return f"refunded {txn}"
+
+
+def approving() -> Agent[None]:
+    """An agent whose one tool needs a person's approval."""
+    from toolwire import tool
+
+    return Agent(ScriptedModel([]), tools=[tool(refund, requires_approval=True)], name="approving")

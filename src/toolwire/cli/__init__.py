@@ -115,8 +115,21 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--agent", help="module:attribute naming an Agent (default: the support-desk demo)")
 
     run = command("run", "_turns:run", "run one prompt and stream the answer")
-    run.add_argument("prompt")
+    run.add_argument("prompt", nargs="?", help="the prompt (optional when answering waiting calls)")
     run.add_argument("--session", help="continue this session id (a new session if there is none)")
+    run.add_argument(
+        "--approve", action="append", default=[], metavar="CALL_ID", help="approve a waiting call"
+    )
+    run.add_argument(
+        "--deny", action="append", default=[], metavar="CALL_ID[:REASON]", help="deny a waiting call"
+    )
+    run.add_argument(
+        "--output",
+        action="append",
+        default=[],
+        metavar="CALL_ID=JSON",
+        help="the output of a waiting client-side tool (JSON, or plain text)",
+    )
     agent_options(run)
 
     chat = command(

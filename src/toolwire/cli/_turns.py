@@ -6,7 +6,7 @@ import argparse
 import importlib
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
@@ -16,6 +16,9 @@ from toolwire.cli._output import EventPrinter, console, print_note
 from toolwire.errors import MissingExtraError, ToolwireError
 from toolwire.events import UserTurnStart
 from toolwire.store import DEFAULT_URL, Store, open_store
+
+if TYPE_CHECKING:
+    from toolwire.agent.pending import DecisionKey
 
 TITLE_CHARS = 80
 
@@ -113,14 +116,61 @@ def _title(prompt: str) -> str:
 
 
 async def run(args: argparse.Namespace) -> int:
+    approvals, outputs = _answers(args)
+    if args.prompt is None and not (approvals or outputs):
+        raise ToolwireError("give a prompt, or answers (--approve / --deny / --output) for waiting calls")
+    if (approvals or outputs) and not args.session:
+        raise ToolwireError("answers need the --session of the waiting calls")
     agent, store = await build_agent(args)
     try:
         await say_if_new(store, args.session)
-        session_id = await stream_turn(store, agent.stream(args.prompt, session_id=args.session))
+        turn = agent.stream(
+            args.prompt, session_id=args.session, approvals=approvals or None, tool_outputs=outputs or None
+        )
+        session_id = await stream_turn(store, turn)
         print_note(f"session {session_id}")
+        if turn.result is not None and turn.result.status == "paused":
+            _print_pending(session_id, turn.result.pending)
+            return 3
     finally:
         await close_agent(agent, store)
     return 0
+
+
+def _answers(args: argparse.Namespace) -> tuple[dict[DecisionKey, Any], dict[DecisionKey, Any]]:
+    """``--approve ID``, ``--deny ID[:reason]``, ``--output ID=JSON`` as the loop's answers."""
+    from toolwire.agent.pending import Denied
+
+    approvals: dict[DecisionKey, Any] = dict.fromkeys(args.approve, True)
+    for given in args.deny:
+        call_id, _, reason = given.partition(":")
+        approvals[call_id] = Denied(reason) if reason else False
+    outputs: dict[DecisionKey, Any] = {}
+    for given in args.output:
+        call_id, sep, raw = given.partition("=")
+        if not sep or not call_id:
+            raise ToolwireError(f"--output {given!r} must look like CALL_ID=VALUE")
+        try:
+            outputs[call_id] = json.loads(raw)
+        except ValueError:
+            outputs[call_id] = raw  # plain text is a string output
+    return approvals, outputs
+
+
+def _print_pending(session_id: str, pending: Any) -> None:
+    """What the paused run waits for, and the command that answers it."""
+    print_note("the run is waiting for you:", style="yellow")
+    for call in pending:
+        what = "approve or deny" if call.kind == "approval" else "give its output"
+        print_note(f"  {call.tool_call_id}: {call.tool_name}({json.dumps(call.args)}) - {what}")
+    first = pending[0] if pending else None
+    if first is not None:
+        answer = (
+            f"--approve {first.tool_call_id}"
+            if first.kind == "approval"
+            else f"--output {first.tool_call_id}=VALUE"
+        )
+        print_note(f"resume with: toolwire run --session {session_id} {answer}")
 
 
 async def demo(args: argparse.Namespace) -> int:
