@@ -69,3 +69,24 @@ def test_answers_need_a_session_and_something_to_do(tmp_path: Path) -> None:
     nothing = toolwire("run", "--session", "s", "--store", sqlite_url(tmp_path / "t.db"))
     assert no_session.returncode == nothing.returncode == 1
     assert "--session" in no_session.stderr and "prompt" in nothing.stderr
+
+
+def test_chat_asks_and_goes_on(tmp_path: Path) -> None:
+    """In ``chat`` a waiting call is asked about at once: ``y`` approves; a typed reason denies."""
+    store = sqlite_url(tmp_path / "t.db")
+    turns = [
+        [call("refund", {"txn": "T1"}, "c1")],
+        [*text("refund done")],
+        [call("refund", {"txn": "T2"}, "c2")],
+        [*text("fine, no refund")],
+    ]
+    model = script(tmp_path, turns)
+    done = toolwire(
+        "chat", "--session", "c", "--agent", AGENT, "--model", model, "--store", store,
+        stdin="refund T1\ny\nrefund T2\ncustomer changed their mind\n",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "refund done" in done.stdout and "fine, no refund" in done.stdout
+    rows = read_store(store, lambda s: s.tool_calls("c"))
+    assert [(r.tool_call_id, r.status) for r in rows] == [("c1", "ok"), ("c2", "denied")]
+    assert "customer changed their mind" in str(rows[1].output)

@@ -42,20 +42,59 @@ async def chat(args: argparse.Namespace) -> int:
             if not prompt.strip():
                 continue
             run = agent.stream(prompt, session_id=session_id)
-            try:
-                session_id = await _interruptible(stream_turn(store, run))
-            except _Cancelled:
-                session_id = run.session_id  # the loop keeps the cancelled turn
-                print_note("turn cancelled", style="yellow")
-            except ToolwireError as exc:
-                print_error(exc)
-                if await store.get_session(run.session_id) is not None:
-                    session_id = run.session_id  # kept: the model had answered before it failed
+            while run is not None:
+                try:
+                    session_id = await _interruptible(stream_turn(store, run))
+                except _Cancelled:
+                    session_id = run.session_id  # the loop keeps the cancelled turn
+                    print_note("turn cancelled", style="yellow")
+                    break
+                except ToolwireError as exc:
+                    print_error(exc)
+                    if await store.get_session(run.session_id) is not None:
+                        session_id = run.session_id  # kept: the model had answered before it failed
+                    break
+                # A paused run asks here; the answers resume it (a new turn with no prompt).
+                run = _resume_after_asking(agent, run)
     finally:
         await close_agent(agent, store)
     if session_id is not None:
         print_note(f"session {session_id}")
     return 0
+
+
+def _resume_after_asking(agent: Any, run: Any) -> Any:
+    """When ``run`` paused, ask about each waiting call and return the run that resumes it; else None.
+
+    Approvals: ``y`` approves, anything else denies (what was typed is the reason the model reads).
+    Client-side tools: the line typed is the output (JSON when it parses, else text). Ctrl-D leaves the
+    calls waiting (answer them later with ``toolwire run --approve/--deny/--output``).
+    """
+    import json
+
+    from toolwire.agent.pending import Denied
+
+    result = run.result
+    if result is None or result.status != "paused":
+        return None
+    approvals: dict[Any, Any] = {}
+    outputs: dict[Any, Any] = {}
+    try:
+        for call in result.pending:
+            shown = f"{call.tool_name}({json.dumps(call.args)})"
+            if call.kind == "approval":
+                answer = read_line(f"approve {shown}? [y / a reason to deny] ").strip()
+                approvals[call.tool_call_id] = True if answer.lower() in ("y", "yes") else Denied(answer)
+            else:
+                answer = read_line(f"output of {shown}: ")
+                try:
+                    outputs[call.tool_call_id] = json.loads(answer)
+                except ValueError:
+                    outputs[call.tool_call_id] = answer
+    except (EOFError, KeyboardInterrupt):
+        print_note("left waiting; answer later with toolwire run --session ... --approve/--deny/--output")
+        return None
+    return agent.stream(None, session_id=run.session_id, approvals=approvals, tool_outputs=outputs)
 
 
 async def _interruptible(turn: Coroutine[Any, Any, T]) -> T:
