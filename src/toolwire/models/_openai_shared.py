@@ -71,6 +71,19 @@ class OpenAIWireModel(HTTPModel):
             return None
         return f"tool_choice {choice!r} ignored: {self.preset.title} does not support it"
 
+    def set_tool_choice(
+        self, body: Json, choice: str, wire_choice: str | Json, *, has_tools: bool, warnings: list[str]
+    ) -> None:
+        """``tool_choice`` into ``body`` (as ``wire_choice``), unless the server does not take it or the
+        request has no tools (then a warning says why it was left out)."""
+        if not has_tools:
+            if choice not in ("auto", "none"):
+                warnings.append(f"tool_choice {choice!r} ignored: the request has no tools")
+        elif unsupported := self.unsupported_tool_choice(choice):
+            warnings.append(unsupported)
+        else:
+            body["tool_choice"] = wire_choice
+
     @abstractmethod
     def build_body(self, request: ModelRequest) -> tuple[Json, list[str]]:
         """The request body for ``request`` and warnings about settings the wire cannot honour."""

@@ -46,12 +46,10 @@ def build_body(request: ModelRequest, model: OpenAIResponsesModel) -> tuple[Json
     tools = [_to_wire_tool(t) for t in request.tools] + model.builtin_tools
     if tools:
         body["tools"] = tools
-        if unsupported := model.unsupported_tool_choice(request.tool_choice):
-            warnings.append(unsupported)
-        else:
-            body["tool_choice"] = _to_wire_tool_choice(request.tool_choice)
-    elif request.tool_choice not in ("auto", "none"):
-        warnings.append(f"tool_choice {request.tool_choice!r} ignored: the request has no tools")
+    choice = request.tool_choice
+    model.set_tool_choice(
+        body, choice, _to_wire_tool_choice(choice), has_tools=bool(tools), warnings=warnings
+    )
     if settings.parallel_tool_calls is not None and tools:
         body["parallel_tool_calls"] = settings.parallel_tool_calls
     body["store"] = store
