@@ -14,13 +14,10 @@ from toolwire.agent.agent import Agent
 from toolwire.agent.loop import AgentRun
 from toolwire.cli._output import EventPrinter, console, print_note
 from toolwire.errors import MissingExtraError, ToolwireError
-from toolwire.events import UserTurnStart
 from toolwire.store import DEFAULT_URL, Store, open_store
 
 if TYPE_CHECKING:
     from toolwire.agent.pending import DecisionKey
-
-TITLE_CHARS = 80
 
 
 async def build_agent(args: argparse.Namespace) -> tuple[Agent[Any, Any], Store]:
@@ -84,12 +81,9 @@ async def stream_turn(store: Store, run: AgentRun[Any]) -> str:
     existed = await store.get_session(run.session_id) is not None
     printer = EventPrinter(console, run.session_id)
     try:
-        async with run:
+        async with run:  # (the loop titles a new conversation by its first prompt)
             async for event in run:
                 printer(event)
-                if not existed and isinstance(event, UserTurnStart) and event.session_id == run.session_id:
-                    # The session exists from here on (a cancelled first turn keeps it, titled too).
-                    await store.set_title(run.session_id, _title(run.prompt), only_if_empty=True)
     except Exception:
         if not existed:
             await _discard_unanswered(store, run.session_id)
@@ -108,11 +102,6 @@ async def _discard_unanswered(store: Store, session_id: str) -> None:
             await store.delete_session(session_id)
     except ToolwireError as exc:  # the run's own error is the one to report
         print_note(f"could not remove the failed session {session_id}: {exc}")
-
-
-def _title(prompt: str) -> str:
-    text = " ".join(prompt.split())
-    return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
 
 
 async def run(args: argparse.Namespace) -> int:
