@@ -53,19 +53,27 @@ def clean_part(part: P) -> P:
         text = clean_text(part.text)
         return part if text is part.text else replace(part, text=text)
     if isinstance(part, ToolCallPart):
-        name = clean_text(part.tool_name)
-        if _clean_already(part.args):
-            args_json = clean_text(part.args_json)
-            if name is part.tool_name and args_json is part.args_json:
-                return part
-            return replace(part, tool_name=name, args_json=args_json)
-        # The raw text escapes a lone surrogate (e.g. "\ud800"): adapters that re-parse it would bring it
-        # back, so the raw text is rebuilt from the cleaned arguments.
-        args = clean_json(part.args)
-        return replace(part, tool_name=name, args=args, args_json=json.dumps(args, separators=(",", ":")))
+        return _clean_call(part)
     if isinstance(part, ToolResultPart):
         return replace(part, output=clean_json(part.output))
     return part
+
+
+_Call = TypeVar("_Call", bound=ToolCallPart | ToolInputEnd)
+
+
+def _clean_call(part: _Call) -> _Call:
+    """A tool call (stored part or streamed end) with its name and arguments made safe to encode."""
+    name = clean_text(part.tool_name)
+    if _clean_already(part.args):
+        args_json = clean_text(part.args_json)
+        if name is part.tool_name and args_json is part.args_json:
+            return part
+        return replace(part, tool_name=name, args_json=args_json)
+    # The raw text escapes a lone surrogate (e.g. "\ud800"): adapters that re-parse it would bring it
+    # back, so the raw text is rebuilt from the cleaned arguments.
+    args = clean_json(part.args)
+    return replace(part, tool_name=name, args=args, args_json=json.dumps(args, separators=(",", ":")))
 
 
 def clean_stream_part(part: ModelStreamPart) -> ModelStreamPart:
@@ -81,14 +89,7 @@ def clean_stream_part(part: ModelStreamPart) -> ModelStreamPart:
             name = clean_text(part.tool_name)
             return part if name is part.tool_name else replace(part, tool_name=name)
         case ToolInputEnd():
-            name = clean_text(part.tool_name)
-            if _clean_already(part.args):
-                args_json = clean_text(part.args_json)
-                if name is part.tool_name and args_json is part.args_json:
-                    return part
-                return replace(part, tool_name=name, args_json=args_json)
-            args = clean_json(part.args)
-            return replace(part, tool_name=name, args=args, args_json=json.dumps(args, separators=(",", ":")))
+            return _clean_call(part)
         case ToolResult():
             return part if _clean_already(part.output) else replace(part, output=clean_json(part.output))
     return part
