@@ -17,7 +17,6 @@ import contextlib
 import json
 import resource
 import signal
-import socket
 import subprocess
 import time
 from collections import Counter
@@ -29,10 +28,10 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 import websockets
 import websockets.exceptions
 
+from tests.server.conftest import live_server
 from toolwire import open_store
 from toolwire.server import Limits, create_app
 from toolwire.store import MemoryStore
@@ -229,26 +228,8 @@ async def test_the_reported_attack_under_a_1024_file_limit_with_default_settings
 
 @asynccontextmanager
 async def _in_process(limits: Limits, store: MemoryStore) -> AsyncIterator[int]:
-    app = create_app(build(), store=store, limits=limits)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = int(sock.getsockname()[1])
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    for _ in range(500):
-        if server.started or task.done():
-            break
-        await asyncio.sleep(0.01)
-    if task.done():
-        task.result()
-    assert server.started
-    try:
-        yield port
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 20)
-        sock.close()
+    async with live_server(create_app(build(), store=store, limits=limits)) as live:
+        yield int(live.url.rsplit(":", 1)[1])
 
 
 async def test_a_stalled_request_body_is_answered_408(tmp_path: Path) -> None:
