@@ -18,6 +18,7 @@ from toolwire.models._blocks import BlockHistory, tool_input
 from toolwire.models._http import Json
 from toolwire.models._metadata import ANTHROPIC, read_back
 from toolwire.models._settings import SettingNames, sampling_fields
+from toolwire.models._tool_output import blocks, content_items
 from toolwire.models.base import ModelRequest, ToolDefinition
 
 
@@ -221,7 +222,10 @@ class _History(BlockHistory):
     def tool_result(self, part: ToolResultPart) -> Json:
         output = part.output
         content: Any
-        if isinstance(output, str) or (
+        items = content_items(output)
+        if items is not None:  # an MCP tool's images, documents and resources: Anthropic's own blocks
+            content = blocks(items, self.label, self.text, lambda media: self.file(media.file()))
+        elif isinstance(output, str) or (
             isinstance(output, list)
             and output
             and all(isinstance(b, dict) and b.get("type") in _RESULT_BLOCK_TYPES for b in output)
