@@ -21,7 +21,7 @@ from botocore.session import get_session
 
 from tests.cassettes import load
 from tests.models.eventstream import frame
-from tests.models.sdk_types import check_anthropic
+from tests.models.sdk_types import check_anthropic_on_platform
 from toolwire.errors import ProviderProtocolError
 from toolwire.messages import Message, ToolResultPart
 from toolwire.models import infer_model
@@ -129,7 +129,7 @@ async def test_reads_the_same_parts_as_the_messages_api_and_sends_the_same_body(
         **{k: v for k, v in messages_body.items() if k not in ("model", "stream")},
         "anthropic_version": "bedrock-2023-05-31",
     }
-    check_anthropic({**{k: v for k, v in body.items() if k != "anthropic_version"}, "model": MODEL_ID})
+    check_anthropic_on_platform(body, version="bedrock-2023-05-31", model=MODEL_ID)
     assert sent.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
     assert sent.headers["x-amz-date"]
 
@@ -167,10 +167,7 @@ async def test_a_tool_round_trip_on_invoke_model() -> None:
             ],
         },
     ]
-    check_anthropic(
-        {k: v for k, v in body.items() if k not in ("anthropic_version", "anthropic_beta")}
-        | {"model": MODEL_ID}
-    )
+    check_anthropic_on_platform(body, version="bedrock-2023-05-31", model=MODEL_ID)
 
 
 async def test_an_exception_frame_and_a_bad_chunk_are_stream_errors() -> None:

@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from google.oauth2 import service_account
 
 from tests.cassettes import load
-from tests.models.sdk_types import check_anthropic
+from tests.models.sdk_types import check_anthropic_on_platform
 from toolwire.errors import ConfigError, ProviderHTTPError
 from toolwire.messages import Message
 from toolwire.models import infer_model
@@ -297,7 +297,7 @@ async def test_claude_stream_raw_predict(
         **{k: v for k, v in json.loads(direct.requests[0].content).items() if k != "model"},
         "anthropic_version": "vertex-2023-10-16",
     }
-    check_anthropic({**{k: v for k, v in body.items() if k != "anthropic_version"}, "model": CLAUDE})
+    check_anthropic_on_platform(body, version="vertex-2023-10-16", model=CLAUDE)
 
 
 async def test_claude_raw_predict_whole_message(token_server: TokenServer, account_file: Path) -> None:
