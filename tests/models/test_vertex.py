@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from google.oauth2 import service_account
 
 from tests.cassettes import load
 from tests.models.sdk_types import check_anthropic_on_platform
-from toolwire.errors import ConfigError, ProviderHTTPError
+from toolwire.errors import ConfigError, ProviderConnectionError, ProviderHTTPError
 from toolwire.messages import Message
 from toolwire.models import infer_model
 from toolwire.models._builder import collect
@@ -333,3 +334,20 @@ def test_claude_on_vertex_never_takes_an_api_key(monkeypatch: pytest.MonkeyPatch
     )
     with pytest.raises(ConfigError, match="location"):
         AnthropicVertexModel(CLAUDE, location="evil.example.com#")
+
+
+async def test_an_unreachable_token_endpoint_is_a_retryable_connection_error(
+    token_server: TokenServer, account_file: Path
+) -> None:
+    info = json.loads(account_file.read_text())
+    with socket.socket() as closed:  # a loopback port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        info["token_uri"] = f"http://127.0.0.1:{closed.getsockname()[1]}/token"
+    credentials = service_account.Credentials.from_service_account_info(info)
+    vertex = Vertex(GEMINI_SSE)
+    model = GeminiModel(
+        "gemini-2.5-flash", vertex=True, project=PROJECT, credentials=credentials, http_client=vertex.client()
+    )
+    with pytest.raises(ProviderConnectionError) as caught:
+        await collect(model, _hello())
+    assert caught.value.retryable and vertex.requests == []
