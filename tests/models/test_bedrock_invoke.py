@@ -20,6 +20,7 @@ from botocore.credentials import Credentials
 from botocore.session import get_session
 
 from tests.cassettes import load
+from tests.models.canned import CannedServer
 from tests.models.eventstream import frame
 from tests.models.sdk_types import check_anthropic_on_platform
 from toolwire.errors import ProviderProtocolError
@@ -56,21 +57,6 @@ def _chunk(event: dict[str, Any]) -> bytes:
 def _as_invoke_stream(sse: bytes) -> bytes:
     lines = sse.decode().splitlines()
     return b"".join(_chunk(json.loads(line[5:])) for line in lines if line.startswith("data:"))
-
-
-class _Server:
-    """Answers every request with ``body`` and keeps what was sent."""
-
-    def __init__(self, body: bytes, content_type: str) -> None:
-        self.body, self.content_type = body, content_type
-        self.requests: list[httpx.Request] = []
-
-    def client(self) -> httpx.AsyncClient:
-        def handler(request: httpx.Request) -> httpx.Response:
-            self.requests.append(request)
-            return httpx.Response(200, headers={"content-type": self.content_type}, content=self.body)
-
-        return httpx.AsyncClient(transport=httpx.MockTransport(handler))
 
 
 def _content(parts: list[ModelStreamPart]) -> list[ModelStreamPart]:
@@ -111,8 +97,8 @@ class _Sent(Exception):
 @pytest.mark.parametrize("path", STREAMS)
 async def test_reads_the_same_parts_as_the_messages_api_and_sends_the_same_body(path: str) -> None:
     recorded = load(path).interactions[0].body
-    direct = _Server(recorded, "text/event-stream")
-    invoke = _Server(_as_invoke_stream(recorded), "application/vnd.amazon.eventstream")
+    direct = CannedServer(recorded, "text/event-stream")
+    invoke = CannedServer(_as_invoke_stream(recorded), "application/vnd.amazon.eventstream")
     anthropic = AnthropicModel(MODEL_ID, api_key="k", http_client=direct.client())
     bedrock = _bedrock(invoke.client())
 
@@ -142,7 +128,7 @@ async def test_a_tool_round_trip_on_invoke_model() -> None:
         "content": [{"type": "tool_use", "id": "toolu_bdrk_01", "name": "get_weather", "input": {"city": "Paris"}}],
         "stop_reason": "tool_use", "stop_sequence": None, "usage": {"input_tokens": 12, "output_tokens": 9},
     }  # fmt: skip
-    server = _Server(json.dumps(message).encode(), "application/json")
+    server = CannedServer(json.dumps(message).encode(), "application/json")
     model = _bedrock(server.client(), stream=False, betas=["token-efficient-tools-2025-02-19"])
     response = await collect(model, _request())
     (call,) = response.tool_calls
@@ -180,14 +166,14 @@ async def test_an_exception_frame_and_a_bad_chunk_are_stream_errors() -> None:
         },
         b'{"message":"Too many requests, please wait before trying again."}',
     )
-    server = _Server(_chunk(start) + throttled, "application/vnd.amazon.eventstream")
+    server = CannedServer(_chunk(start) + throttled, "application/vnd.amazon.eventstream")
     parts = [p async for p in _bedrock(server.client()).stream(_request())]
     error = parts[-1]
     assert isinstance(error, StreamError)
     assert (error.error.code, error.error.retryable) == ("throttlingException", True)
 
     bad = frame(EVENT, b'{"bytes": "not base64!"}')
-    server = _Server(_chunk(start) + bad, "application/vnd.amazon.eventstream")
+    server = CannedServer(_chunk(start) + bad, "application/vnd.amazon.eventstream")
     parts = [p async for p in _bedrock(server.client()).stream(_request())]
     error = parts[-1]
     assert isinstance(error, StreamError) and isinstance(error.error, ProviderProtocolError)

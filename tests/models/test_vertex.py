@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
-import httpx
 import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from google.oauth2 import service_account
 
 from tests.cassettes import load
+from tests.models.canned import CannedServer
 from tests.models.sdk_types import check_anthropic_on_platform
 from toolwire.errors import ConfigError, ProviderConnectionError, ProviderHTTPError
 from toolwire.messages import Message
@@ -135,24 +135,6 @@ def account_file(token_server: TokenServer, tmp_path: Path) -> Path:
     return path
 
 
-class Vertex:
-    """Answers every request with ``body`` and keeps what was sent."""
-
-    def __init__(self, body: bytes, content_type: str = "text/event-stream") -> None:
-        self.body, self.content_type = body, content_type
-        self.requests: list[httpx.Request] = []
-
-    def client(self) -> httpx.AsyncClient:
-        def handler(request: httpx.Request) -> httpx.Response:
-            self.requests.append(request)
-            return httpx.Response(200, headers={"content-type": self.content_type}, content=self.body)
-
-        return httpx.AsyncClient(transport=httpx.MockTransport(handler))
-
-    def tokens(self) -> list[str]:
-        return [r.headers["authorization"] for r in self.requests]
-
-
 def _hello() -> ModelRequest:
     return ModelRequest(messages=[Message.user("What is the weather in Paris?")], tools=TOOLS)
 
@@ -166,7 +148,7 @@ async def test_gemini_token_is_refreshed_when_it_expires(
 ) -> None:
     """A token that expires within google-auth's refresh margin is refreshed before the next request."""
     token_server.expires_in = 60
-    vertex = Vertex(GEMINI_SSE)
+    vertex = CannedServer(GEMINI_SSE)
     model = GeminiModel(
         "gemini-2.5-flash", vertex=True, credentials_file=account_file, http_client=vertex.client()
     )
@@ -185,7 +167,7 @@ async def test_gemini_token_is_refreshed_when_it_expires(
 
 
 async def test_gemini_valid_token_is_reused(token_server: TokenServer, account_file: Path) -> None:
-    vertex = Vertex(GEMINI_SSE)
+    vertex = CannedServer(GEMINI_SSE)
     model = GeminiModel(
         "gemini-2.5-flash", vertex=True, credentials_file=account_file, http_client=vertex.client()
     )
@@ -201,7 +183,7 @@ async def test_application_default_credentials(
     """No credentials given: google-auth's ADC finds the service account named by GOOGLE_APPLICATION_CREDENTIALS."""
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(account_file))
     monkeypatch.setenv("GOOGLE_CLOUD_LOCATION", "europe-west4")
-    vertex = Vertex(GEMINI_SSE)
+    vertex = CannedServer(GEMINI_SSE)
     model = GeminiModel("gemini-2.5-flash", vertex=True, http_client=vertex.client())
     await collect(model, _hello())
     assert vertex.tokens() == ["Bearer ya29.token-1"]
@@ -219,7 +201,7 @@ def test_no_credentials_anywhere_is_a_config_error() -> None:
 
 async def test_a_refused_grant_is_a_typed_error(token_server: TokenServer, account_file: Path) -> None:
     token_server.fail = True
-    vertex = Vertex(GEMINI_SSE)
+    vertex = CannedServer(GEMINI_SSE)
     model = GeminiModel(
         "gemini-2.5-flash", vertex=True, credentials_file=account_file, http_client=vertex.client()
     )
@@ -270,14 +252,14 @@ async def test_claude_stream_raw_predict(
     location: str, host: str, token_server: TokenServer, account_file: Path
 ) -> None:
     recorded = load(CLAUDE_STREAM).interactions[0].body
-    vertex = Vertex(recorded)
+    vertex = CannedServer(recorded)
     credentials = service_account.Credentials.from_service_account_file(str(account_file))
     model = AnthropicVertexModel(
         CLAUDE, location=location, credentials=credentials, http_client=vertex.client(), betas=["beta-x"]
     )
     parts = [p async for p in model.stream(_hello())]
 
-    direct = Vertex(recorded)
+    direct = CannedServer(recorded)
     anthropic = AnthropicModel(CLAUDE, api_key="k", http_client=direct.client(), betas=["beta-x"])
     expected = [p async for p in anthropic.stream(_hello())]
     assert [p for p in parts if not isinstance(p, StreamStart | ResponseMetadata)] == [
@@ -307,7 +289,7 @@ async def test_claude_raw_predict_whole_message(token_server: TokenServer, accou
         "content": [{"type": "tool_use", "id": "toolu_vrtx_01", "name": "get_weather", "input": {"city": "Paris"}}],
         "stop_reason": "tool_use", "stop_sequence": None, "usage": {"input_tokens": 12, "output_tokens": 9},
     }  # fmt: skip
-    vertex = Vertex(json.dumps(message).encode(), "application/json")
+    vertex = CannedServer(json.dumps(message).encode(), "application/json")
     model = AnthropicVertexModel(
         CLAUDE, project="other-project", location="us-east5", credentials_file=account_file,
         http_client=vertex.client(), stream=False,
@@ -344,7 +326,7 @@ async def test_an_unreachable_token_endpoint_is_a_retryable_connection_error(
         closed.bind(("127.0.0.1", 0))
         info["token_uri"] = f"http://127.0.0.1:{closed.getsockname()[1]}/token"
     credentials = service_account.Credentials.from_service_account_info(info)
-    vertex = Vertex(GEMINI_SSE)
+    vertex = CannedServer(GEMINI_SSE)
     model = GeminiModel(
         "gemini-2.5-flash", vertex=True, project=PROJECT, credentials=credentials, http_client=vertex.client()
     )

@@ -18,7 +18,6 @@ from toolwire.models._google_auth import VertexCredentials
 from toolwire.models._http import Connection, Exchange
 from toolwire.models.anthropic import AnthropicModel
 from toolwire.models.anthropic._request import build_body
-from toolwire.models.anthropic._stream import AnthropicEventParser
 from toolwire.models.base import ModelRequest
 
 VERTEX_ANTHROPIC_VERSION = "vertex-2023-10-16"
@@ -86,21 +85,10 @@ class AnthropicVertexModel(AnthropicModel):
         del body["model"]
         body["anthropic_version"] = VERTEX_ANTHROPIC_VERSION
         method = "streamRawPredict" if self.stream_enabled else "rawPredict"
-        headers = {
-            **await self._vertex.headers(provider=self.provider, model=self.model_name),
-            "content-type": "application/json",
-            "accept": "text/event-stream" if self.stream_enabled else "application/json",
-        }
-        if self.betas:
-            headers["anthropic-beta"] = ",".join(self.betas)
-        return Exchange(
-            # Model ids carry '@' (claude-sonnet-4-5@20250929), kept as Vertex's own clients send it.
-            url=f"{self.base_url}/models/{quote(self.model_name, safe='@')}:{method}",
-            headers=headers,
-            body=body,
-            parser=AnthropicEventParser(model=self.model_name),
-            warnings=warnings,
-        )
+        # Model ids carry '@' (claude-sonnet-4-5@20250929), kept as Vertex's own clients send it.
+        url = f"{self.base_url}/models/{quote(self.model_name, safe='@')}:{method}"
+        auth = await self._vertex.headers(provider=self.provider, model=self.model_name)
+        return self._messages_exchange(url, body, warnings, auth)
 
 
 __all__ = ["VERTEX_ANTHROPIC_VERSION", "AnthropicVertexModel"]

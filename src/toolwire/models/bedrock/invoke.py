@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
-from urllib.parse import quote
 
 from toolwire.models._http import Connection, Exchange, Json, parse_json
 from toolwire.models.anthropic._request import build_body
@@ -69,15 +67,9 @@ class BedrockAnthropicModel(BedrockModel):
         body["anthropic_version"] = BEDROCK_ANTHROPIC_VERSION
         if self.betas:
             body["anthropic_beta"] = list(self.betas)
-        content = json.dumps(body, ensure_ascii=False).encode()
         operation = "invoke-with-response-stream" if self.stream_enabled else "invoke"
-        url = f"{self.base_url}/model/{quote(self.model_name, safe='')}/{operation}"
-        return Exchange(
-            url=url,
-            headers=await self._signed_headers(url, content),
-            body=content,
-            parser=AnthropicEventParser(model=self.model_name),
-            warnings=warnings,
+        return await self._signed_exchange(
+            body, operation, AnthropicEventParser(model=self.model_name), warnings
         )
 
     def _whole_events(self, body: Json) -> Iterable[Json | StreamError]:
