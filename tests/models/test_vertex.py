@@ -30,7 +30,7 @@ from google.oauth2 import service_account
 
 from tests.cassettes import load
 from tests.models.canned import CannedServer
-from tests.models.sdk_types import check_anthropic_on_platform
+from tests.models.sdk_types import check_anthropic_on_platform, check_gemini
 from toolwire.errors import ConfigError, ProviderConnectionError, ProviderHTTPError
 from toolwire.messages import Message
 from toolwire.models import infer_model
@@ -155,6 +155,7 @@ async def test_gemini_token_is_refreshed_when_it_expires(
     for _ in range(2):
         assert (await collect(model, _hello())).text == "hi"
     assert vertex.tokens() == ["Bearer ya29.token-1", "Bearer ya29.token-2"]
+    check_gemini(json.loads(vertex.requests[0].content))
     grant = token_server.grants[0]
     assert grant["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer"
     assert grant["iss"] == f"toolwire@{PROJECT}.iam.gserviceaccount.com"
