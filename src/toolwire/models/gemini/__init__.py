@@ -60,7 +60,7 @@ class GeminiModel(HTTPModel):
             vertex: Use Vertex AI: ``project`` (default ``GOOGLE_CLOUD_PROJECT``, else the credentials'
                 project), ``location`` (default ``GOOGLE_CLOUD_LOCATION``, else ``global``) and refreshing
                 google-auth credentials (``pip install 'toolwire[vertex]'``): ``credentials`` (a google-auth
-                ``Credentials`` object), ``credentials_file`` (a service-account or other credentials file),
+                ``Credentials`` object), ``credentials_file`` (a service-account key file),
                 else Application Default Credentials. A fixed ``access_token`` (or ``GOOGLE_ACCESS_TOKEN``)
                 or an express-mode ``api_key`` is used instead when given (see
                 ``toolwire.models._google_auth.VertexCredentials``).
