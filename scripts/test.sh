@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 python3 -m venv .venv
 # llama-cpp-python builds from source (~5 min on 2 cores) the first time; pip's wheel cache reuses it.
-.venv/bin/pip install -q --disable-pip-version-check -e ".[local,dev,server,postgres,mcp,otel,bedrock,prices]"
+.venv/bin/pip install -q --disable-pip-version-check -e ".[local,dev,server,postgres,mcp,otel,bedrock,vertex,prices]"
 
 # A real PostgreSQL server for the store tests (installed from Debian packages if missing).
 pg_line=$(bash scripts/postgres.sh | grep '^TOOLWIRE_TEST_POSTGRES_URL=' | tail -n 1)

@@ -16,6 +16,9 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
+# google-auth reads this once, at import: never ask a cloud VM's metadata server for credentials in tests.
+os.environ["NO_GCE_CHECK"] = "true"
+
 _ALLOWED_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 _real_connect = socket.socket.connect
 
@@ -28,6 +31,12 @@ def _guarded_connect(self: socket.socket, address: Any) -> Any:
 
 
 @pytest.fixture(autouse=True)
-def _block_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _block_network(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+    # Google Application Default Credentials: never this machine's (gcloud's folder, a credentials file),
+    # never the metadata server of a cloud VM; tests that want ADC set GOOGLE_APPLICATION_CREDENTIALS.
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path_factory.getbasetemp() / "no-gcloud"))
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
     yield

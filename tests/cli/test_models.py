@@ -26,4 +26,6 @@ def test_models_lists_presets_and_says_which_keys_are_set(tmp_path: Path) -> Non
     assert lines["azure"].endswith("set (AZURE_OPENAI_AD_TOKEN)")
     assert lines["ollama"].endswith("not needed on loopback")
     assert "lmstudio-responses" in lines["lmstudio"]
+    assert "anthropic-vertex" in lines["vertex"] and "GOOGLE_APPLICATION_CREDENTIALS" in lines["vertex"]
+    assert "anthropic-bedrock" in lines["bedrock"] and "AWS_BEARER_TOKEN_BEDROCK" in lines["bedrock"]
     assert "secret" not in result.stdout

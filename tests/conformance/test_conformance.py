@@ -20,8 +20,10 @@ from tests.conformance.wire import SIGNATURE, WireServer
 from toolwire import Agent, open_store, tool
 from toolwire.events import AgentEvent
 from toolwire.models.anthropic import AnthropicModel
+from toolwire.models.anthropic.vertex import AnthropicVertexModel
 from toolwire.models.base import Model
 from toolwire.models.bedrock import BedrockModel
+from toolwire.models.bedrock.invoke import BedrockAnthropicModel
 from toolwire.models.gemini import GeminiModel
 from toolwire.models.openai_chat import OpenAIChatModel
 from toolwire.models.openai_responses import OpenAIResponsesModel
@@ -47,7 +49,18 @@ MODELS: dict[str, Callable[[str], Model]] = {
     "bedrock": lambda base: BedrockModel(
         "conf-model", region="us-east-1", base_url=base, credentials=Credentials("AKIDEXAMPLE", "secret")
     ),
+    # Claude on Vertex AI (streamRawPredict) and on Bedrock (InvokeModelWithResponseStream): the Anthropic wire.
+    "anthropic-vertex": lambda base: AnthropicVertexModel(
+        "conf-model",
+        base_url=f"{base}/v1/projects/p/locations/us-east5/publishers/anthropic",
+        access_token="t",
+    ),
+    "anthropic-bedrock": lambda base: BedrockAnthropicModel(
+        "conf-model", region="us-east-1", base_url=base, credentials=Credentials("AKIDEXAMPLE", "secret")
+    ),
 }
+WIRE = {"anthropic-vertex": "anthropic", "anthropic-bedrock": "anthropic"}
+"""The wire family whose follow-up checks apply to a platform preset."""
 
 
 def normalise(events: list[AgentEvent]) -> list[dict[str, Any]]:
@@ -151,6 +164,7 @@ def same_signature(value: str) -> bool:
 
 
 def followup_carries_everything(provider: str, body: dict[str, Any]) -> None:
+    provider = WIRE.get(provider, provider)
     text = json.dumps(body)
     assert text.count("get_weather") >= 2 and text.count("get_time") >= 2, "tool definitions + both calls"
     for output in ('"temp_c": 21', '"time": "14:00"', 'temp_c\\": 21', 'time\\": \\"14:00'):

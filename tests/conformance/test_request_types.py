@@ -45,3 +45,9 @@ async def test_every_request_fits_the_sdk_request_type(provider: str, tmp_path: 
                 sdk_types.check_gemini(body)
             case "bedrock":
                 sdk_types.check_bedrock(body, model_id="conf-model", stream=True)
+            case "anthropic-vertex":
+                sdk_types.check_anthropic_on_platform(body, version="vertex-2023-10-16", model="conf-model")
+            case "anthropic-bedrock":
+                sdk_types.check_anthropic_on_platform(body, version="bedrock-2023-05-31", model="conf-model")
+            case _:
+                raise AssertionError(f"no SDK type check for {provider}")

@@ -8,11 +8,12 @@ body is recorded so tests can check what each adapter sent.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
-import struct
-import zlib
 from typing import Any
+
+from tests.models.eventstream import frame
 
 REASONING = ["Need weather ", "and time."]
 TEXT = ["Let me ", "look both ", "up."]
@@ -221,19 +222,8 @@ def gemini(turn: int) -> list[bytes]:
 
 
 def _event(event_type: str, payload: dict[str, Any]) -> bytes:
-    headers = b""
-    for name, value in (
-        (":event-type", event_type),
-        (":content-type", "application/json"),
-        (":message-type", "event"),
-    ):
-        raw = value.encode()
-        headers += bytes([len(name)]) + name.encode() + b"\x07" + struct.pack(">H", len(raw)) + raw
-    body = json.dumps({**payload, "p": "abcdefgh"}).encode()
-    total = 12 + len(headers) + len(body) + 4
-    prelude = struct.pack(">II", total, len(headers))
-    message = prelude + struct.pack(">I", zlib.crc32(prelude)) + headers + body
-    return message + struct.pack(">I", zlib.crc32(message))
+    headers = {":event-type": event_type, ":content-type": "application/json", ":message-type": "event"}
+    return frame(headers, json.dumps({**payload, "p": "abcdefgh"}).encode())
 
 
 def bedrock(turn: int) -> list[bytes]:
@@ -278,12 +268,28 @@ def bedrock(turn: int) -> list[bytes]:
     return frames
 
 
+# -- Claude on Bedrock (InvokeModelWithResponseStream): each Anthropic event base64 in a `chunk` frame ----------
+
+
+def anthropic_on_bedrock(turn: int) -> list[bytes]:
+    events = [line[len("data: ") :] for sse in anthropic(turn) for line in sse.decode().splitlines()]
+    return [
+        _event("chunk", {"bytes": base64.b64encode(e.encode()).decode()}) for e in events if e.startswith("{")
+    ]
+
+
 ROUTES = {
     "/v1/chat/completions": ("openai-chat", openai_chat, "text/event-stream"),
     "/v1/responses": ("openai-responses", openai_responses, "text/event-stream"),
     "/v1/messages": ("anthropic", anthropic, "text/event-stream"),
     ":streamGenerateContent": ("gemini", gemini, "text/event-stream"),
     "/converse-stream": ("bedrock", bedrock, "application/vnd.amazon.eventstream"),
+    ":streamRawPredict": ("anthropic-vertex", anthropic, "text/event-stream"),
+    "/invoke-with-response-stream": (
+        "anthropic-bedrock",
+        anthropic_on_bedrock,
+        "application/vnd.amazon.eventstream",
+    ),
 }
 
 

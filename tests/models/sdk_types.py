@@ -4,7 +4,8 @@ Each wire has one checker; a body that does not fit raises ``AssertionError`` na
 
 - OpenAI Chat Completions and Responses: ``openai``'s ``CompletionCreateParams`` / ``ResponseCreateParams``
   TypedDicts, through a pydantic ``TypeAdapter``;
-- Anthropic Messages: ``anthropic``'s ``MessageCreateParams`` TypedDict, the same way;
+- Anthropic Messages: ``anthropic``'s ``MessageCreateParams`` TypedDict, the same way (on Vertex AI and
+  Bedrock: without ``model`` and with the platform's ``anthropic_version``);
 - Gemini: ``google-genai``'s pydantic models for each top-level field of the REST body (``Content``, ``Tool``,
   ``ToolConfig``, ``GenerationConfig``), read from JSON as the REST API reads it;
 - Bedrock Converse: botocore's ``ParamValidator`` against the ``bedrock-runtime`` service model.
@@ -38,7 +39,8 @@ Ollama's / Groq's ``reasoning`` and Gemini's ``extra_content`` (see ``toolwire.m
 
 ANTHROPIC_SAMPLING = ("temperature", "top_p", "top_k")
 """Sampling fields the Messages API took from every recorded client (pydantic-ai, llm-anthropic) but that
-``anthropic`` 2.x's ``MessageCreateParams`` no longer lists; toolwire sends them only when asked to."""
+``anthropic`` 2.x's ``MessageCreateParams`` no longer lists; toolwire sends them only when asked to, and
+never to a model known to reject them (``toolwire.models.anthropic._request``)."""
 
 
 def _forbid_extra(root: Any, seen: set[int] | None = None) -> None:
@@ -139,6 +141,16 @@ def check_anthropic(body: dict[str, Any]) -> None:
 
     body = {k: v for k, v in body.items() if k not in ANTHROPIC_SAMPLING}
     _check_create(params, "MessageCreateParams", body, "Anthropic Messages")
+
+
+def check_anthropic_on_platform(body: dict[str, Any], *, version: str, model: str) -> None:
+    """A Messages body for Vertex AI or Bedrock: the platform's ``anthropic_version`` in the body, no
+    ``model`` (it is in the URL), Bedrock's betas as ``anthropic_beta``; the rest is ``MessageCreateParams``."""
+    assert body.get("anthropic_version") == version, body.get("anthropic_version")
+    assert "model" not in body
+    assert all(isinstance(beta, str) for beta in body.get("anthropic_beta", []))
+    rest = {k: v for k, v in body.items() if k not in ("anthropic_version", "anthropic_beta")}
+    check_anthropic({**rest, "model": model})
 
 
 # -- Gemini -------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from toolwire.errors import ConfigError, ProviderHTTPError, ProviderProtocolErro
 from toolwire.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from toolwire.models._builder import MessageBuilder, collect
 from toolwire.models.anthropic import AnthropicModel
+from toolwire.models.anthropic._request import build_body
 from toolwire.models.base import (
     Finish,
     ModelRequest,
@@ -800,8 +801,9 @@ async def test_tool_use_complete_in_message_start_becomes_a_call() -> None:
     parts = await _run(model, ModelRequest(messages=[Message.user("look up the customer")]))
     caller = {"type": "code_execution_20250825", "tool_id": "srvtoolu_unrelated_caller"}
     starts = [p for p in parts if isinstance(p, ToolInputStart)]
+    container = {"id": "container_prepopulated", "expires_at": "2026-04-24T00:40:16.098987Z"}
     assert [(p.tool_call_id, p.tool_name, p.provider_metadata) for p in starts] == [
-        ("toolu_followup", "lookup_customer", {"anthropic": {"caller": caller}})
+        ("toolu_followup", "lookup_customer", {"anthropic": {"caller": caller, "container": container}})
     ]
     assert [p.delta for p in parts if isinstance(p, ToolInputDelta)] == ['{"id":"customer_123"}']
     (end,) = [p for p in parts if isinstance(p, ToolInputEnd)]
@@ -837,8 +839,11 @@ async def test_programmatic_calls_keep_their_caller_into_the_next_request() -> N
         ("toolu_015dGLMbwBKv1ZRQr6KdJzeH", {"player": "player2"}),
         ("toolu_01YYqBNq5mk1wMtv3PAqY44m", {"player": "player1"}),
     ]
+    assert "container" not in cassette.sent_json(0)
     sent = cassette.sent_json(1)
     check_anthropic(sent)
+    # The call came from the code execution container: the request answering it names that container.
+    assert sent["container"] == "container_011CWHPPTDTn1XufeRB9uHeH"
     assert sent["messages"][1:] == [
         {
             "role": "assistant",
@@ -961,3 +966,64 @@ async def test_history_citations_are_checked_before_they_are_sent() -> None:
     assert cassette.sent_json(0)["messages"][1]["content"] == [
         {"type": "text", "text": "t", "citations": [_SENT_CITATION]}
     ]
+
+
+async def test_container_is_named_only_when_answering_its_call() -> None:
+    """A later turn (the container may have expired) or a call without one sends no ``container``."""
+    container = {"id": "container_old", "expires_at": "2025-12-20T05:33:37Z"}
+    call = ToolCallPart(
+        "rollDie", tool_call_id="toolu_1", args={}, provider_metadata={"anthropic": {"container": container}}
+    )
+    result = ToolResultPart("rollDie", tool_call_id="toolu_1", output="6")
+    answered = [Message.user("play"), Message(role="assistant", parts=(call,), provider="anthropic")]
+    later = [
+        *answered,
+        Message(role="tool", parts=(result,)),
+        Message(role="assistant", parts=(TextPart("6"),)),
+    ]
+    model = AnthropicModel("claude-sonnet-4-5", api_key="k")
+    body, _ = build_body(ModelRequest(messages=[*answered, Message(role="tool", parts=(result,))]), model)
+    assert body["container"] == "container_old"
+    body, _ = build_body(ModelRequest(messages=[*later, Message.user("again")]), model)
+    assert "container" not in body
+    forged = dataclasses.replace(call, provider_metadata={"anthropic": {"container": {"id": 7}}})
+    body, _ = build_body(
+        ModelRequest(messages=[Message.user("p"), Message(role="assistant", parts=(forged,))]), model
+    )
+    assert "container" not in body
+
+
+@pytest.mark.parametrize(
+    ("model_name", "kept", "dropped"),
+    [
+        # Opus 4.7 and Claude 5 models answer 400 "`temperature` is deprecated for this model".
+        ("claude-opus-4-7", [], ["temperature", "top_p"]),
+        ("us.anthropic.claude-opus-4-7-v1:0", [], ["temperature", "top_p"]),
+        ("claude-sonnet-5@20260101", [], ["temperature", "top_p"]),
+        # Other Claude 4 models: "temperature and top_p cannot both be specified for this model".
+        ("claude-sonnet-4-5-20250929", ["temperature"], ["top_p"]),
+        ("anthropic.claude-opus-4-1-20250805-v1:0", ["temperature"], ["top_p"]),
+        # Older models, and names toolwire does not know, get what was asked for.
+        ("claude-3-7-sonnet-20250219", ["temperature", "top_p"], []),
+        ("my-proxy-model", ["temperature", "top_p"], []),
+    ],
+)
+def test_sampling_fields_a_model_rejects_are_left_out_with_a_warning(
+    model_name: str, kept: list[str], dropped: list[str]
+) -> None:
+    settings = ModelSettings(temperature=0.2, top_p=0.9)
+    body, warnings = build_body(
+        ModelRequest(messages=[Message.user("hi")], settings=settings),
+        AnthropicModel(model_name, api_key="k"),
+    )
+    assert [name for name in ("temperature", "top_p") if name in body] == kept
+    assert warnings == [f"{name} is not accepted by {model_name} and was left out" for name in dropped]
+    check_anthropic(body)
+
+
+def test_one_sampling_field_alone_is_sent_to_claude_4() -> None:
+    body, warnings = build_body(
+        ModelRequest(messages=[Message.user("hi")], settings=ModelSettings(top_p=0.5)),
+        AnthropicModel("claude-sonnet-4-5", api_key="k"),
+    )
+    assert (body["top_p"], warnings) == (0.5, [])

@@ -12,7 +12,6 @@ import dataclasses
 import json
 import os
 import struct
-import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from botocore.credentials import Credentials
 from botocore.eventstream import EventStreamBuffer
 
 from tests.cassettes import Interaction, load
+from tests.models.eventstream import frame
 from tests.models.sdk_types import check_bedrock
 from toolwire.errors import ConfigError, ProviderHTTPError, ProviderProtocolError
 from toolwire.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
@@ -317,19 +317,6 @@ async def test_frames_split_across_chunks(size: int) -> None:
     ]
 
 
-def _frame(headers: dict[str, str], payload: bytes) -> bytes:
-    """An event-stream frame, built here only to feed the adapter an exception (no recording has one)."""
-    encoded = b"".join(
-        bytes([len(k)]) + k.encode() + b"\x07" + struct.pack(">H", len(v)) + v.encode()
-        for k, v in headers.items()
-    )
-    total = 12 + len(encoded) + len(payload) + 4
-    prelude = struct.pack(">II", total, len(encoded))
-    prelude += struct.pack(">I", zlib.crc32(prelude))
-    message = prelude + encoded + payload
-    return message + struct.pack(">I", zlib.crc32(message))
-
-
 def _recorded_frames(path: str, count: int) -> bytes:
     body = load(path).interactions[0].body
     out, offset = b"", 0
@@ -341,7 +328,7 @@ def _recorded_frames(path: str, count: int) -> bytes:
 
 
 async def test_exception_frame_becomes_stream_error() -> None:
-    exception = _frame(
+    exception = frame(
         {
             ":message-type": "exception",
             ":exception-type": "throttlingException",
@@ -360,7 +347,7 @@ async def test_exception_frame_becomes_stream_error() -> None:
 
 
 async def test_validation_exception_frame_is_not_retryable() -> None:
-    exception = _frame(
+    exception = frame(
         {":message-type": "exception", ":exception-type": "validationException"}, b'{"message":"bad input"}'
     )
     rec = load(TOOL_FRAGMENTS).interactions[0]

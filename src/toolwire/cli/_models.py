@@ -33,6 +33,7 @@ def rows() -> list[Row]:
     from toolwire.models._catalog import PRESETS, SELF_HOSTED_KEY_VARIABLE
     from toolwire.models._providers import (
         ANTHROPIC,
+        AWS_TOKEN_VARIABLE,
         AZURE_ENDPOINT_VARIABLE,
         AZURE_KEY_VARIABLE,
         AZURE_TOKEN_VARIABLE,
@@ -44,6 +45,20 @@ def rows() -> list[Row]:
         Row("openai, openai-responses", OPENAI.name, OPENAI.default_base_url, OPENAI.key_variables),
         Row("anthropic", ANTHROPIC.name, ANTHROPIC.default_base_url, ANTHROPIC.key_variables),
         Row("gemini", GEMINI_API.name, GEMINI_API.default_base_url, GEMINI_API.key_variables),
+        Row(
+            "vertex, anthropic-vertex",
+            "Vertex AI (Gemini, Claude)",
+            "https://{location}-aiplatform.googleapis.com",
+            ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_ACCESS_TOKEN"),
+            keyless="Application Default Credentials (gcloud, a cloud VM) if any",
+        ),
+        Row(
+            "bedrock, anthropic-bedrock",
+            "AWS Bedrock (Converse; Claude in the Messages shape)",
+            "https://bedrock-runtime.{region}.amazonaws.com",
+            ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", AWS_TOKEN_VARIABLE),
+            keyless="AWS default chain (config files, instance role) if any",
+        ),
         Row(
             "azure, azure-responses",
             "Azure OpenAI",

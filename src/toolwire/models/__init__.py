@@ -15,8 +15,10 @@ from toolwire.models.base import Model, ModelRequest, ModelResponse, ModelSettin
 
 if TYPE_CHECKING:
     from toolwire.models.anthropic import AnthropicModel
+    from toolwire.models.anthropic.vertex import AnthropicVertexModel
     from toolwire.models.azure import AzureOpenAIChatModel, AzureOpenAIResponsesModel
     from toolwire.models.bedrock import BedrockModel
+    from toolwire.models.bedrock.invoke import BedrockAnthropicModel
     from toolwire.models.gemini import GeminiModel
     from toolwire.models.local import LocalModel
     from toolwire.models.openai_chat import OpenAIChatModel
@@ -27,6 +29,8 @@ _LAZY = {
     "OpenAIChatModel": "toolwire.models.openai_chat",
     "OpenAIResponsesModel": "toolwire.models.openai_responses",
     "AnthropicModel": "toolwire.models.anthropic",
+    "AnthropicVertexModel": "toolwire.models.anthropic.vertex",
+    "BedrockAnthropicModel": "toolwire.models.bedrock.invoke",
     "AzureOpenAIChatModel": "toolwire.models.azure",
     "AzureOpenAIResponsesModel": "toolwire.models.azure",
     "GeminiModel": "toolwire.models.gemini",
@@ -83,6 +87,8 @@ _PROVIDERS: Mapping[str, tuple[str, Callable[[Any, str], Model]]] = MappingProxy
         "google": ("GeminiModel", lambda cls, name: cls(name)),
         "vertex": ("GeminiModel", lambda cls, name: cls(name, vertex=True)),
         "bedrock": ("BedrockModel", lambda cls, name: cls(name)),
+        "anthropic-bedrock": ("BedrockAnthropicModel", lambda cls, name: cls(name)),
+        "anthropic-vertex": ("AnthropicVertexModel", lambda cls, name: cls(name)),
         "scripted": ("ScriptedModel", lambda cls, name: cls.from_file(name)),
         "local": ("LocalModel", lambda cls, _: cls()),
         "azure": ("AzureOpenAIChatModel", lambda cls, name: cls(name)),
@@ -136,8 +142,10 @@ def infer_model(spec: str | Model) -> Model:
 
 __all__ = [
     "AnthropicModel",
+    "AnthropicVertexModel",
     "AzureOpenAIChatModel",
     "AzureOpenAIResponsesModel",
+    "BedrockAnthropicModel",
     "BedrockModel",
     "GeminiModel",
     "LocalModel",

@@ -50,11 +50,14 @@ OPENAI_RESPONSES: RoundTrip = {
 (``content_type``), message phase and annotations, an MCP call's server label."""
 
 ANTHROPIC: RoundTrip = {
-    "anthropic": frozenset({"type", "caller", "server_name", "content", "is_error", "citations"}),
+    "anthropic": frozenset(
+        {"type", "caller", "server_name", "content", "is_error", "citations", "container"}
+    ),
 }
 """Messages: tool_use / server_tool_use / mcp_tool_use fields toolwire does not model, echoed back (the
 ``caller`` of a programmatic call included), a server tool result block (its type, content and error flag)
-replayed in the assistant turn, and a text block's citations. Thinking signatures are not metadata: they
+replayed in the assistant turn, a text block's citations, and the code execution ``container`` a programmatic
+call came from (named again in the request answering it). Thinking signatures are not metadata: they
 live on ReasoningPart."""
 
 GEMINI: RoundTrip = {"google": frozenset({"thoughtSignature"})}

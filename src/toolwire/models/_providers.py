@@ -259,8 +259,31 @@ def azure_credentials(endpoint: str | None, api_key: str | None, ad_token: str |
 _VERTEX_LOCATION = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 
+_VERTEX_MULTI_REGION = frozenset({"us", "eu"})
+
+
 def _is_vertex_host(host: str) -> bool:
-    return host == "aiplatform.googleapis.com" or host.endswith("-aiplatform.googleapis.com")
+    return (
+        host == "aiplatform.googleapis.com"
+        or host.endswith("-aiplatform.googleapis.com")
+        or host in {f"aiplatform.{region}.rep.googleapis.com" for region in _VERTEX_MULTI_REGION}
+    )
+
+
+def vertex_host(location: str) -> str:
+    """The Vertex AI host of ``location``: ``global``, a multi-region (``us``, ``eu``) or a region."""
+    # The location becomes part of the host name: anything but a region name could change the host.
+    if not _VERTEX_LOCATION.fullmatch(location):
+        raise ConfigError(f"invalid Vertex AI location {location!r}")
+    if location == "global":
+        return "aiplatform.googleapis.com"
+    if location in _VERTEX_MULTI_REGION:
+        return f"aiplatform.{location}.rep.googleapis.com"
+    return f"{location}-aiplatform.googleapis.com"
+
+
+def is_vertex_url(url: str) -> bool:
+    return is_own_host(url, _is_vertex_host)
 
 
 def vertex_endpoint(
@@ -269,27 +292,32 @@ def vertex_endpoint(
     access_token: str | None,
     project: str | None,
     location: str | None,
+    *,
+    publisher: str = "google",
+    version: str = "v1beta1",
+    authenticated: bool = False,
+    express: bool = True,
 ) -> tuple[str, str | None, str | None]:
-    """``(base_url, api_key, access_token)`` for Vertex AI; environment credentials only for Google's host."""
+    """``(base_url, api_key, access_token)`` for Vertex AI; environment credentials only for Google's host.
+
+    ``authenticated``: refreshing credentials (``toolwire.models._google_auth``) were given or found, so no
+    token or key is needed. ``express``: the publisher takes express-mode API keys (Google's models do). The
+    base URL ends at ``publishers/{publisher}``.
+    """
     token = access_token or from_environment(("GOOGLE_ACCESS_TOKEN",))
-    key = api_key or from_environment(("GOOGLE_API_KEY",))
+    key = (api_key or from_environment(("GOOGLE_API_KEY",))) if express else None
     project = project or os.environ.get("GOOGLE_CLOUD_PROJECT")
     location = location or os.environ.get("GOOGLE_CLOUD_LOCATION") or "global"
     if base_url is None and project:
-        # The location becomes part of the host name: anything but a region name could change the host.
-        if not _VERTEX_LOCATION.fullmatch(location):
-            raise ConfigError(f"invalid Vertex AI location {location!r}")
-        host = (
-            "aiplatform.googleapis.com" if location == "global" else f"{location}-aiplatform.googleapis.com"
-        )
-        base_url = f"https://{host}/v1beta1/projects/{project}/locations/{location}/publishers/google"
-    elif base_url is None and token is None:  # express mode (API key, no project)
-        base_url = "https://aiplatform.googleapis.com/v1beta1/publishers/google"
+        host = vertex_host(location)
+        base_url = f"https://{host}/{version}/projects/{project}/locations/{location}/publishers/{publisher}"
+    elif base_url is None and token is None and not authenticated and express:  # API key, no project
+        base_url = f"https://aiplatform.googleapis.com/{version}/publishers/{publisher}"
     if base_url is None:
         raise ConfigError("Vertex AI needs a project (project= or GOOGLE_CLOUD_PROJECT) or a base_url")
-    if not is_own_host(base_url, _is_vertex_host):
-        token, key = access_token, api_key  # environment credentials are for Google's own host only
-    if not token and not key and not is_loopback(base_url):
+    if not is_vertex_url(base_url):
+        token, key = access_token, api_key if express else None  # environment credentials: Google's host only
+    if not token and not key and not authenticated and not is_loopback(base_url):
         raise ConfigError(
             "Vertex AI needs access_token= (or GOOGLE_ACCESS_TOKEN) or an express-mode api_key (or "
             "GOOGLE_API_KEY); the environment variables are only sent to aiplatform.googleapis.com"
@@ -346,10 +374,12 @@ __all__ = [
     "is_http_url",
     "is_loopback",
     "is_own_host",
+    "is_vertex_url",
     "missing_aws_credentials",
     "pick_key",
     "preset_endpoint",
     "preset_host",
     "url_host",
     "vertex_endpoint",
+    "vertex_host",
 ]

@@ -27,11 +27,12 @@ import base64
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any
 
 from toolwire.errors import ConfigError, MissingExtraError, ToolExecutionError
+from toolwire.tools.context import RunContext
 from toolwire.tools.function import ApprovalPolicy, Tool, approval_for
 
 logger = logging.getLogger("toolwire.tools.mcp")
@@ -160,24 +161,29 @@ class _MCPServer:
         title = getattr(spec, "title", None) or (getattr(annotations, "title", None) if annotations else None)
 
         async def call_mcp_tool(**arguments: Any) -> Any:
-            return await self.call(name, arguments)
+            ctx = arguments.pop(_CONTEXT, None)
+            return await self.call(name, arguments, ctx)
 
         return Tool(
             name=name,
             description=spec.description or "",
             parameters=schema,
             function=call_mcp_tool,
+            context_param=_CONTEXT,
             title=title,
             source=self.source_name,
             requires_approval=approval_for(self.requires_approval, name),
             _is_async=True,
         )
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> Any:
+    async def call(self, name: str, arguments: dict[str, Any], ctx: RunContext[Any] | None = None) -> Any:
+        """Call ``name``; with ``ctx``, the server's progress notifications become ``tool-progress`` events
+        and the images, audio and files of its result ``media`` events."""
         session = await self._ensure()
+        progress = _progress_reporter(ctx) if ctx is not None else None
         try:
             async with asyncio.timeout(self.timeout):
-                result = await session.call_tool(name, arguments)
+                result = await session.call_tool(name, arguments, progress_callback=progress)
         except TimeoutError as exc:
             await self._drop()
             raise MCPToolError(f"{self.source_name} did not answer {name} within {self.timeout:g}s") from exc
@@ -186,7 +192,10 @@ class _MCPServer:
             raise MCPToolError(f"{self.source_name} failed {name}: {_describe(exc)}") from exc
         if _field(result, "is_error", "isError"):
             raise MCPToolError(_content_text(result.content) or f"{name} failed on {self.source_name}")
-        return _output(result)
+        output = _output(result)
+        if ctx is not None:
+            _show_media(ctx, output)
+        return output
 
 
 class MCPServerStdio(_MCPServer):
@@ -285,6 +294,33 @@ async def _all_tools(session: Any) -> list[Any]:
     return tools
 
 
+_CONTEXT = "toolwire:context"
+"""The keyword the run context reaches an MCP tool's function under (not an identifier: no argument of the
+server's schema can be passed as it)."""
+
+
+def _progress_reporter(ctx: RunContext[Any]) -> Callable[[float, float | None, str | None], Awaitable[None]]:
+    """The mcp SDK's progress callback: each notification becomes a ``tool-progress`` event of the call."""
+
+    async def report(progress: float, total: float | None, message: str | None) -> None:
+        fraction = min(1.0, max(0.0, progress / total)) if total else None
+        ctx.progress(fraction, message or (f"{progress:g}/{total:g}" if total else f"{progress:g}"))
+
+    return report
+
+
+def _show_media(ctx: RunContext[Any], output: Any) -> None:
+    """A ``media`` event for each image, audio clip and file of the result (the model gets them too)."""
+    for block in output if isinstance(output, list) else ():
+        kind = block.get("type")
+        if kind in ("image", "audio"):
+            ctx.media(block["mimeType"] or "application/octet-stream", data=block["data"])
+        elif kind == "resource" and "blob" in block:
+            ctx.media(block["mimeType"] or "application/octet-stream", data=block["blob"])
+        elif kind == "resource_link" and str(block.get("uri", "")).startswith(("http://", "https://")):
+            ctx.media(block.get("mimeType") or "application/octet-stream", url=block["uri"])
+
+
 def _output(result: Any) -> Any:
     structured = _field(result, "structured_content", "structuredContent")
     if isinstance(structured, dict):
@@ -303,7 +339,8 @@ def _block(block: Any) -> dict[str, Any]:
         data = block.data if isinstance(block.data, str) else base64.b64encode(block.data).decode()
         return {"type": kind, "mimeType": _field(block, "mime_type", "mimeType"), "data": data}
     if kind == "resource_link":
-        return {"type": kind, "uri": str(block.uri), "name": getattr(block, "name", None)}
+        link = {"type": kind, "uri": str(block.uri), "name": getattr(block, "name", None)}
+        return {**link, "mimeType": _field(block, "mime_type", "mimeType")}
     if kind == "resource":
         resource = block.resource
         out: dict[str, Any] = {

@@ -53,17 +53,24 @@ class AnthropicModel(HTTPModel):
 
     async def _exchange(self, request: ModelRequest) -> Exchange:
         body, warnings = build_body(request, self)
+        auth = {"anthropic-version": API_VERSION}
+        if self.api_key:  # None only for a loopback server or an explicit api_key=""
+            auth["x-api-key"] = self.api_key
+        return self._messages_exchange(f"{self.base_url}/v1/messages", body, warnings, auth)
+
+    def _messages_exchange(
+        self, url: str, body: Json, warnings: Sequence[str], auth: dict[str, str]
+    ) -> Exchange:
+        """A Messages request to ``url`` with ``auth`` headers (the Messages API's, or a platform's)."""
         headers = {
-            "anthropic-version": API_VERSION,
+            **auth,
             "content-type": "application/json",
             "accept": "text/event-stream" if self.stream_enabled else "application/json",
         }
-        if self.api_key:  # None only for a loopback server or an explicit api_key=""
-            headers["x-api-key"] = self.api_key
         if self.betas:
             headers["anthropic-beta"] = ",".join(self.betas)
         return Exchange(
-            url=f"{self.base_url}/v1/messages",
+            url=url,
             headers=headers,
             body=body,
             parser=AnthropicEventParser(model=self.model_name),

@@ -9,18 +9,33 @@ assistant message came from Anthropic (or from an unknown producer), never a sig
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from toolwire.errors import UnsupportedContentError
-from toolwire.messages import FilePart, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from toolwire.messages import FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from toolwire.models._blocks import BlockHistory, tool_input
 from toolwire.models._http import Json
 from toolwire.models._metadata import ANTHROPIC, read_back
 from toolwire.models._settings import SettingNames, sampling_fields
+from toolwire.models._tool_output import blocks, content_items
 from toolwire.models.base import ModelRequest, ToolDefinition
 
-if TYPE_CHECKING:  # the model holds the options; it imports this module at run time
-    from toolwire.models.anthropic import AnthropicModel
+
+class Options(Protocol):
+    """What the request takes from the model: the Messages API, Vertex AI and Bedrock models alike."""
+
+    @property
+    def model_name(self) -> str: ...
+    @property
+    def stream_enabled(self) -> bool: ...
+    @property
+    def max_tokens(self) -> int | None: ...
+    @property
+    def thinking(self) -> dict[str, Any] | None: ...
+    @property
+    def builtin_tools(self) -> list[dict[str, Any]]: ...
+
 
 PROVIDER = "anthropic"
 ROUND_TRIP_METADATA = ANTHROPIC
@@ -55,14 +70,18 @@ _CITATION_FIELDS: dict[str, frozenset[str]] = {
 }
 
 
-def build_body(request: ModelRequest, model: AnthropicModel) -> tuple[Json, list[str]]:
+def build_body(request: ModelRequest, model: Options) -> tuple[Json, list[str]]:
     """The JSON body for ``POST /v1/messages`` and the warnings about settings it could not honour."""
     settings = request.settings
     system, messages = _History().turns(request)
     fields, warnings = sampling_fields(
         settings, _SETTINGS, wire="Anthropic", default_max_tokens=model.max_tokens
     )
+    _drop_rejected_sampling(model.model_name, fields, warnings)
     body: Json = {"model": model.model_name, "messages": messages, "stream": model.stream_enabled, **fields}
+    container = _continued_container(request.messages)
+    if container is not None:
+        body["container"] = container
     if system:
         body["system"] = "\n\n".join(system)
     tools = [_to_wire_tool(t) for t in request.tools] + [dict(t) for t in model.builtin_tools]
@@ -75,6 +94,47 @@ def build_body(request: ModelRequest, model: AnthropicModel) -> tuple[Json, list
         body["output_config"] = {"format": {"type": "json_schema", "schema": request.output_schema}}
     body.update(settings.extra)
     return body, warnings
+
+
+# Claude model ids as every platform spells them: ``claude-opus-4-7``, ``claude-sonnet-4-5-20250929``,
+# ``anthropic.claude-opus-4-1-20250805-v1:0`` (Bedrock), ``claude-sonnet-4-5@20250929`` (Vertex AI).
+_CLAUDE_VERSION = re.compile(r"claude-(?:opus|sonnet|haiku|fable)-(\d+)(?:-(\d{1,2})(?!\d))?")
+
+
+def _drop_rejected_sampling(model_name: str, fields: Json, warnings: list[str]) -> None:
+    """Leave out the sampling fields a Claude model answers with HTTP 400, with a warning.
+
+    Opus 4.7 and every Claude 5 model removed ``temperature`` / ``top_p`` / ``top_k`` ("`temperature` is
+    deprecated for this model"); the other Claude 4 models take one of ``temperature`` and ``top_p``, not both
+    ("temperature and top_p cannot both be specified for this model"). Older and unknown models get what was
+    asked: toolwire sends these fields only when the settings ask for them.
+    """
+    match = _CLAUDE_VERSION.search(model_name)
+    if match is None:
+        return
+    major, minor = int(match[1]), int(match[2] or 0)
+    if major >= 5 or (major == 4 and minor >= 7):
+        rejected = [name for name in ("temperature", "top_p", "top_k") if name in fields]
+    elif major == 4 and "temperature" in fields and "top_p" in fields:
+        rejected = ["top_p"]
+    else:
+        return
+    for name in rejected:
+        del fields[name]
+        warnings.append(f"{name} is not accepted by {model_name} and was left out")
+
+
+def _continued_container(messages: Sequence[Message]) -> str | None:
+    """The code execution container of the call this request answers: the last assistant message's, if its
+    calls came from one (programmatic tool calling; the API wants it named again). An older container is not
+    sent: it may have expired, and a request without one simply gets a new container."""
+    last = next((m for m in reversed(messages) if m.role == "assistant"), None)
+    for part in last.parts if last is not None else ():
+        if isinstance(part, ToolCallPart):
+            container = read_back(part.provider_metadata, ROUND_TRIP_METADATA, PROVIDER).get("container")
+            if isinstance(container, dict) and isinstance(container.get("id"), str):
+                return str(container["id"])
+    return None
 
 
 def _to_wire_tool(tool: ToolDefinition) -> Json:
@@ -162,7 +222,10 @@ class _History(BlockHistory):
     def tool_result(self, part: ToolResultPart) -> Json:
         output = part.output
         content: Any
-        if isinstance(output, str) or (
+        items = content_items(output)
+        if items is not None:  # an MCP tool's images, documents and resources: Anthropic's own blocks
+            content = blocks(items, self.label, self.text, lambda media: self.file(media.file()))
+        elif isinstance(output, str) or (
             isinstance(output, list)
             and output
             and all(isinstance(b, dict) and b.get("type") in _RESULT_BLOCK_TYPES for b in output)
@@ -216,4 +279,4 @@ def _caller(value: Any) -> dict[str, str] | None:
     return {k: v for k, v in value.items() if k in ("type", "tool_id") and isinstance(v, str)}
 
 
-__all__ = ["ROUND_TRIP_METADATA", "build_body"]
+__all__ = ["ROUND_TRIP_METADATA", "Options", "build_body"]

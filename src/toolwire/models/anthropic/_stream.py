@@ -10,6 +10,9 @@ Two things the streaming guide does not show, seen in recorded traffic:
   from the code execution container arrives as a whole ``tool_use`` block there (with its ``caller``), and
   the message is just ``message_start`` + ``message_stop``, its ``stop_reason`` and ``container`` also in
   ``message_start``. Those blocks are read like blocks that arrived whole in ``content_block_start``.
+- A client tool call made while a container is known (programmatic tool calling) keeps that container in its
+  ``provider_metadata["anthropic"]["container"]``: the request answering the call names it (a container
+  announced only in ``message_delta`` comes after the calls and stays in the finish's metadata).
 - ``citations_delta`` adds one citation to a text block; the block's citations end up in its
   ``provider_metadata["anthropic"]["citations"]`` (a non-streamed text block carries them whole), which
   the request builder sends back on that text block.
@@ -182,6 +185,10 @@ class AnthropicEventParser:
         extra = {k: v for k, v in block.items() if k not in _TOOL_CALL_FIELDS}
         if executed:
             extra["type"] = block["type"]
+        elif isinstance(self._finish_metadata.get("container"), dict):
+            # A call from the code execution container (known from message_start): the request answering it
+            # must name that container, so the call keeps it (history has no per-message metadata).
+            extra["container"] = self._finish_metadata["container"]
         call_id, name = str(block.get("id", "")), str(block.get("name", ""))
         if executed:
             self._server_tool_names[call_id] = name

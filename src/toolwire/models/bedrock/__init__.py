@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from typing import Any, Unpack
 from urllib.parse import quote
 
 import httpx
 
 from toolwire.errors import MissingExtraError, ProviderProtocolError
-from toolwire.models._http import Connection, Exchange, HTTPModel, Json
+from toolwire.models._http import Connection, Exchange, HTTPModel, Json, WireParser
 from toolwire.models._providers import aws_api_key, is_aws_url, missing_aws_credentials
 from toolwire.models.base import ModelRequest, ResponseMetadata, StreamError
 from toolwire.models.bedrock._request import build_body
@@ -93,15 +93,23 @@ class BedrockModel(HTTPModel):
         body, warnings = build_body(
             request, max_tokens=self.max_tokens, additional_fields=self.additional_fields
         )
+        operation = "converse-stream" if self.stream_enabled else "converse"
+        return await self._signed_exchange(
+            body, operation, BedrockEventParser(model=self.model_name), warnings
+        )
+
+    async def _signed_exchange(
+        self, body: Json, operation: str, parser: WireParser, warnings: Sequence[str]
+    ) -> Exchange:
+        """``POST /model/{model}/{operation}`` with ``body``, signed (or with the Bedrock API key)."""
         content = json.dumps(body, ensure_ascii=False).encode()
         # Model ids and ARNs contain ':' and '/', which must be percent-encoded in the path.
-        operation = "converse-stream" if self.stream_enabled else "converse"
         url = f"{self.base_url}/model/{quote(self.model_name, safe='')}/{operation}"
         return Exchange(
             url=url,
             headers=await self._signed_headers(url, content),
             body=content,
-            parser=BedrockEventParser(model=self.model_name),
+            parser=parser,
             warnings=warnings,
         )
 

@@ -20,6 +20,7 @@ from toolwire.models._blocks import BlockHistory, tool_input
 from toolwire.models._http import Json
 from toolwire.models._metadata import BEDROCK
 from toolwire.models._settings import SettingNames, sampling_fields
+from toolwire.models._tool_output import blocks, content_items
 from toolwire.models.base import ModelRequest, ToolDefinition
 
 PROVIDER = "bedrock"
@@ -140,11 +141,17 @@ class _History(BlockHistory):
         }
 
     def tool_result(self, part: ToolResultPart) -> Json:
-        content = {"json": part.output} if isinstance(part.output, dict) else {"text": part.output_text()}
+        items = content_items(part.output)
+        if items is not None:  # an MCP tool's images, documents and resources: Converse's own blocks
+            content = blocks(items, self.label, self.text, lambda media: self.file(media.file()))
+        elif isinstance(part.output, dict):
+            content = [{"json": part.output}]
+        else:
+            content = [{"text": part.output_text()}]
         return {
             "toolResult": {
                 "toolUseId": self.tool_id(part.tool_call_id),
-                "content": [content],
+                "content": content,
                 "status": "error" if part.is_error else "success",
             }
         }

@@ -11,13 +11,15 @@ and reads the three response encodings:
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncGenerator, Iterable
-from typing import Unpack
+from typing import Any, Unpack
 
 import httpx
 
+from toolwire.models._google_auth import VertexCredentials, google_headers
 from toolwire.models._http import Connection, Exchange, HTTPModel, Json
-from toolwire.models._providers import GEMINI_API, vertex_endpoint
+from toolwire.models._providers import GEMINI_API
 from toolwire.models.base import ModelRequest, StreamError
 from toolwire.models.gemini._args import JsonArrayReader
 from toolwire.models.gemini._request import build_body
@@ -38,6 +40,8 @@ class GeminiModel(HTTPModel):
         project: str | None = None,
         location: str | None = None,
         access_token: str | None = None,
+        credentials: Any = None,
+        credentials_file: str | os.PathLike[str] | None = None,
         sse: bool = True,
         stream_function_call_arguments: bool = False,
         **connection: Unpack[Connection],
@@ -53,10 +57,13 @@ class GeminiModel(HTTPModel):
                 credentials are a :class:`~toolwire.errors.ConfigError` here, when the model is built.
             base_url: Everything before ``/models/<model>:<method>``.
             stream: False calls ``:generateContent`` and converts the whole response to the same parts.
-            vertex: Use Vertex AI: ``project`` (default ``GOOGLE_CLOUD_PROJECT``), ``location`` (default
-                ``GOOGLE_CLOUD_LOCATION``, else ``global``) and ``access_token`` (default
-                ``GOOGLE_ACCESS_TOKEN``, e.g. from ``gcloud auth print-access-token``; toolwire does not
-                depend on the Google SDKs).
+            vertex: Use Vertex AI: ``project`` (default ``GOOGLE_CLOUD_PROJECT``, else the credentials'
+                project), ``location`` (default ``GOOGLE_CLOUD_LOCATION``, else ``global``) and refreshing
+                google-auth credentials (``pip install 'toolwire[vertex]'``): ``credentials`` (a google-auth
+                ``Credentials`` object), ``credentials_file`` (a service-account key file),
+                else Application Default Credentials. A fixed ``access_token`` (or ``GOOGLE_ACCESS_TOKEN``)
+                or an express-mode ``api_key`` is used instead when given (see
+                ``toolwire.models._google_auth.VertexCredentials``).
             sse: Stream as server-sent events (``alt=sse``); False reads the streamed JSON array instead.
             stream_function_call_arguments: Vertex only: ask for arguments as they are generated
                 (``partialArgs``), surfaced as ``tool-input-delta`` parts.
@@ -66,37 +73,46 @@ class GeminiModel(HTTPModel):
         self.vertex = vertex
         self._project, self._location = project, location
         self.access_token = access_token
+        self._google_credentials, self._credentials_file = credentials, credentials_file
+        self._vertex: VertexCredentials | None = None
         super().__init__(model.removeprefix("models/"), **connection)
         self.sse = sse
         self.stream_function_call_arguments = stream_function_call_arguments
 
     def _credentials(self, api_key: str | None, base_url: str | None) -> tuple[str, str | None]:
         if self.vertex:
-            url, api_key, self.access_token = vertex_endpoint(
-                base_url, api_key, self.access_token, self._project, self._location
+            self._vertex = VertexCredentials(
+                base_url=base_url,
+                api_key=api_key,
+                access_token=self.access_token,
+                project=self._project,
+                location=self._location,
+                credentials=self._google_credentials,
+                credentials_file=self._credentials_file,
             )
-            return url, api_key
+            self.access_token = self._vertex.access_token
+            return self._vertex.base_url, self._vertex.api_key
         if self.access_token:
             return (base_url or GEMINI_API.default_base_url).rstrip("/"), api_key
         return GEMINI_API.endpoint(api_key, base_url)
 
     def _endpoint(self) -> tuple[str, dict[str, str]]:
+        """The URL and the fixed credentials' headers (refreshing ones: :meth:`_exchange`)."""
         if self.stream_enabled:
             method = "streamGenerateContent?alt=sse" if self.sse else "streamGenerateContent"
         else:
             method = "generateContent"
-        url = f"{self.base_url}/models/{self.model_name}:{method}"
-        if self.access_token:
-            return url, {"authorization": f"Bearer {self.access_token}"}
-        if self.api_key:
-            return url, {"x-goog-api-key": self.api_key}
-        return url, {}  # a loopback server without credentials (checked when the model was built)
+        return f"{self.base_url}/models/{self.model_name}:{method}", google_headers(
+            self.access_token, self.api_key
+        )
 
     async def _exchange(self, request: ModelRequest) -> Exchange:
         body, warnings = build_body(
             request, vertex=self.vertex, stream_arguments=self.stream_function_call_arguments
         )
         url, headers = self._endpoint()
+        if self._vertex is not None:
+            headers = await self._vertex.headers(provider=self.provider, model=self.model_name)
         return Exchange(
             url=url,
             headers=headers,

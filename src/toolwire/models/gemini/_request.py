@@ -22,6 +22,7 @@ from toolwire.errors import UnsupportedContentError
 from toolwire.messages import FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from toolwire.models._metadata import GEMINI, read_back
 from toolwire.models._settings import SettingNames, sampling_fields
+from toolwire.models._tool_output import Media, Text, blocks, content_items, joined
 from toolwire.models.base import ModelRequest
 from toolwire.models.gemini._stream import CODE_EXECUTION, PROVIDER
 
@@ -58,13 +59,37 @@ def _function_response(part: ToolResultPart) -> dict[str, Any]:
     # `response` must be a JSON object (a protobuf Struct). Google's docs use {"output": ...} / {"error": ...}
     # (https://ai.google.dev/api/caching#FunctionResponse); toolwire wraps non-objects as {"result": ...}.
     output = part.output
+    items = content_items(output)
+    media: list[dict[str, Any]] = []
+    if items is not None:  # an MCP tool's media: inline data parts of the function response (Gemini 3)
+        output = joined(blocks(items, "Gemini", Text, lambda item: _response_media(item, media)))
     if part.is_error:
         response: dict[str, Any] = {"error": output}
     elif isinstance(output, dict):
         response = output
     else:
         response = {"result": output}
-    return {"functionResponse": {"name": part.tool_name, "id": part.tool_call_id, "response": response}}
+    function_response: dict[str, Any] = {
+        "name": part.tool_name,
+        "id": part.tool_call_id,
+        "response": response,
+    }
+    if media:
+        function_response["parts"] = media
+    return {"functionResponse": function_response}
+
+
+# What a multimodal function response may carry inline
+# (https://ai.google.dev/gemini-api/docs/function-calling#multimodal).
+_RESPONSE_MEDIA = frozenset({"image/png", "image/jpeg", "image/webp", "application/pdf", "text/plain"})
+
+
+def _response_media(media: Media, parts: list[dict[str, Any]]) -> Text:
+    if media.media_type not in _RESPONSE_MEDIA:
+        raise UnsupportedContentError(f"no {media.media_type} in a function response")
+    name = f"attachment-{len(parts) + 1}"
+    parts.append({"inlineData": {"mimeType": media.media_type, "data": media.data, "displayName": name}})
+    return Text(f"[{media.media_type} attachment {name}]")
 
 
 def _user_parts(message: Message) -> list[dict[str, Any]]:

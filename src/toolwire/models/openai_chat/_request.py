@@ -18,6 +18,7 @@ from toolwire.models._openai_shared import (
     strict_compatible,
 )
 from toolwire.models._settings import SettingNames, sampling_fields
+from toolwire.models._tool_output import Media, Text, blocks, content_items, joined
 from toolwire.models.base import ModelRequest, ToolDefinition
 
 if TYPE_CHECKING:  # the model holds the options; it imports this module at run time
@@ -89,12 +90,33 @@ class _History(OpenAIHistory):
         return [] if wire is None else [wire]
 
     def tool_results(self, parts: Sequence[Part]) -> list[Json]:
-        # Chat has no error flag for tool results: an error travels as its text.
-        return [
-            {"role": "tool", "tool_call_id": self.wire_id(p.tool_call_id), "content": p.output_text()}
-            for p in parts
-            if isinstance(p, ToolResultPart) and not p.provider_executed
-        ]
+        # Chat has no error flag for tool results: an error travels as its text. A tool message is text only:
+        # an MCP tool's images and PDFs follow the results in one user message, named in the tool's text.
+        messages: list[Json] = []
+        attachments: list[Json] = []
+        for p in parts:
+            if isinstance(p, ToolResultPart) and not p.provider_executed:
+                content, files = self._result(p)
+                messages.append(
+                    {"role": "tool", "tool_call_id": self.wire_id(p.tool_call_id), "content": content}
+                )
+                attachments += files
+        if attachments:
+            intro = {"type": "text", "text": "The attachments of the tool results above:"}
+            messages.append({"role": "user", "content": [intro, *attachments]})
+        return messages
+
+    def _result(self, part: ToolResultPart) -> tuple[str, list[Json]]:
+        items = content_items(part.output)
+        if items is None:
+            return part.output_text(), []
+        files: list[Json] = []
+
+        def attach(media: Media) -> Text:
+            files.append(self.file(media.file()))
+            return Text(f"[{media.media_type} attachment {len(files)}: in the next message]")
+
+        return joined(blocks(items, "Chat Completions", Text, attach)), files
 
     def file(self, part: FilePart) -> Json:
         media = part.media_type

@@ -19,6 +19,7 @@ from toolwire.models._openai_shared import (
     strict_compatible,
 )
 from toolwire.models._settings import SettingNames, sampling_fields
+from toolwire.models._tool_output import Media, blocks, content_items
 from toolwire.models.base import ModelRequest, ToolDefinition
 
 if TYPE_CHECKING:  # the model holds the options; it imports this module at run time
@@ -33,6 +34,8 @@ ROUND_TRIP_METADATA = OPENAI_RESPONSES
 """What the request builder reads back from history (declared in ``toolwire.models._metadata``)."""
 
 _SETTINGS = SettingNames(max_tokens="max_output_tokens", top_p="top_p")
+_OUTPUT_FILES = frozenset({"application/pdf"})
+"""Files (besides images) a function output may carry as ``input_file``."""
 
 
 def build_body(request: ModelRequest, model: OpenAIResponsesModel) -> tuple[Json, list[str]]:
@@ -103,10 +106,25 @@ class _History(OpenAIHistory):
 def _tool_outputs(parts: Sequence[Part]) -> list[Json]:
     # The Responses wire has no error flag for function output: an error travels as its text.
     return [
-        {"type": "function_call_output", "call_id": p.tool_call_id, "output": p.output_text()}
+        {"type": "function_call_output", "call_id": p.tool_call_id, "output": _output(p)}
         for p in parts
         if isinstance(p, ToolResultPart) and not p.provider_executed
     ]
+
+
+def _output(part: ToolResultPart) -> str | list[Json]:
+    """The output text, or for an MCP tool's media the output items the API takes (input_image for images,
+    input_file for PDFs and text files, a text stand-in for the rest)."""
+    items = content_items(part.output)
+    if items is None:
+        return part.output_text()
+    return blocks(items, "the Responses API", lambda text: {"type": "input_text", "text": text}, _output_file)
+
+
+def _output_file(media: Media) -> Json:
+    if not media.media_type.startswith("image/") and media.media_type not in _OUTPUT_FILES:
+        raise UnsupportedContentError(f"no {media.media_type} in a function output")
+    return _History(store=False).file(media.file())
 
 
 class _AssistantItems:
