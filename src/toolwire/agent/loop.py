@@ -240,6 +240,8 @@ class AgentRun(Generic[OutputT]):
         config = self.config
         await config.registry.prepare()  # tool sources such as MCP servers connect first
         self._tools = config.registry.definitions(enabled=self._enabled_tools, exclude=self._exclude_tools)
+        if self._output is not None:  # the output mode may depend on whether the run has tools (Gemini 2.x)
+            self._output.spec = self._output.spec.for_tools(bool(self._tools))
         executor = config.executor(frozenset(t.name for t in self._tools))
         parent_store = self._parent_run.store if self._parent_run is not None else None
         # A sub-agent without a store of its own records beside its caller.
@@ -365,10 +367,10 @@ class AgentRun(Generic[OutputT]):
             self._new_messages.append(assistant)
             yield recorder.event(MessagePersisted, message_id=assistant.id, role="assistant")
         outcomes: dict[str, ToolOutcome] = {}
-        accepted, output_error = NOTHING, ""
+        accepted, output_errors = NOTHING, list[str]()
         if calls:
             if self._output is not None and self._output.spec.mode == "tool":
-                accepted, output_error, settled = self._output.settle(calls)
+                accepted, output_errors, settled = self._output.settle(calls)
                 for outcome in settled.values():
                     await recorder.complete(outcome)
                     outcomes[outcome.call.tool_call_id] = outcome
@@ -403,7 +405,8 @@ class AgentRun(Generic[OutputT]):
         self._raise_for_outcomes(calls, outcomes)
         if waiting:
             return  # the run pauses: calls wait for a person
-        async with aclosing(self._decide(assistant, calls, accepted, output_error)) as events:
+        decision = self._decide(assistant, calls, accepted, output_errors, finish.reason)
+        async with aclosing(decision) as events:
             async for event in events:
                 yield event
 
@@ -604,7 +607,12 @@ class AgentRun(Generic[OutputT]):
             self._inbox = None
 
     async def _decide(
-        self, assistant: Message, calls: list[ToolCallPart], accepted: Any, output_error: str
+        self,
+        assistant: Message,
+        calls: list[ToolCallPart],
+        accepted: Any,
+        output_errors: list[str],
+        finish_reason: str,
     ) -> AsyncGenerator[AgentEvent, None]:
         """Is the run done? Without an output type: when the model stopped calling tools. With one: when a
         valid object arrived; an invalid one is re-prompted at most ``output_retries`` times."""
@@ -615,20 +623,22 @@ class AgentRun(Generic[OutputT]):
                 self._done = True
             return
         if accepted is NOTHING and not calls:
-            accepted, output_error = output.parse_text(assistant.text)
+            accepted, output_errors = output.parse_text(assistant.text)
         if accepted is not NOTHING:
             self._output_value, self._text_output = accepted, assistant.text
             self._done = True
             assert self._recorder is not None
             yield self._recorder.event(OutputAvailable, output=to_jsonable_python(accepted, fallback=str))
             return
-        if not output_error:
+        if not output_errors:
             return  # real tools ran; the model continues
-        failure = output.rejected(assistant, output_error)
+        failure = output.rejected(
+            assistant, output_errors, usage=sum(self._step_usage, Usage()), finish_reason=finish_reason
+        )
         if failure is not None:
             raise failure
         if not calls:  # the model answered in text: tell it what was wrong (stored like any turn)
-            await self._append(output.retry_message(output_error, self.session_id))
+            await self._append(output.retry_message(output_errors, self.session_id))
 
     # -- helpers -----------------------------------------------------------------------------------
 
@@ -662,7 +672,7 @@ class AgentRun(Generic[OutputT]):
             tool_choice=choice,
             instructions=config.instructions,
             settings=config.model_settings,
-            output_schema=spec.schema if spec is not None and spec.mode != "tool" else None,
+            output_schema=spec.output_schema if spec is not None else None,
             output_schema_name=spec.name if spec is not None else "output",
         )
 

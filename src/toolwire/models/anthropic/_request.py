@@ -17,6 +17,7 @@ from toolwire.models._blocks import BlockHistory, tool_input
 from toolwire.models._http import Json
 from toolwire.models._metadata import ANTHROPIC, read_back
 from toolwire.models._settings import SettingNames, sampling_fields
+from toolwire.models._strict_schema import close_schema
 from toolwire.models.base import ModelRequest, ToolDefinition
 
 if TYPE_CHECKING:  # the model holds the options; it imports this module at run time
@@ -72,7 +73,10 @@ def build_body(request: ModelRequest, model: AnthropicModel) -> tuple[Json, list
     if model.thinking is not None:
         body["thinking"] = dict(model.thinking)
     if request.output_schema is not None:
-        body["output_config"] = {"format": {"type": "json_schema", "schema": request.output_schema}}
+        # Anthropic takes closed objects only; optional properties stay optional.
+        closed = close_schema(request.output_schema, require_all=False)
+        warnings.extend(f"output schema not fully closed: {problem}" for problem in closed.problems)
+        body["output_config"] = {"format": {"type": "json_schema", "schema": closed.schema}}
     body.update(settings.extra)
     return body, warnings
 
