@@ -34,10 +34,10 @@ OutputMode: TypeAlias = Literal["auto", "native", "tool", "grammar"]
 FINAL_RESULT_TOOL = "final_result"
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 _WRAPPER_KEY = "result"
-_EVERY_DELTA_UNTIL = 4096
+_EVERY_DELTA_UNTIL = 1024
 """Partial objects: every delta emits one while the object is this small (characters); past it, one is
-emitted when the text has grown by an eighth since the last, so the snapshots of a long object cost a
-bounded multiple of its length (each is validated and serialised whole) instead of one per delta."""
+emitted when the text has grown by a quarter since the last, so the snapshots of a long object add up to
+about five times its length (each is validated and serialised whole) instead of one per delta."""
 
 
 class OutputValidationError(ValueError):
@@ -61,6 +61,9 @@ class OutputSpec:
     and OpenAI's / Anthropic's native formats take objects only. Unwrapped on the way back."""
     _validate: Callable[[Any], Any]
     _validate_partial: Callable[[Any], Any] | None
+    optional_properties: bool = True
+    """Whether some object of the schema has an optional, not nullable property (whose ``null`` a strict
+    mode's answer may carry; see :func:`drop_added_nulls`). When none has, values are not walked."""
     mode_with_tools: Literal["native", "tool", "grammar"] | None = None
     """The mode when the run has tools, if the model cannot combine its native mode with them (Gemini
     2.x rejects function declarations beside ``responseMimeType: application/json``)."""
@@ -97,7 +100,7 @@ class OutputSpec:
         return value
 
     def validate(self, value: Any) -> Any:
-        value = drop_added_nulls(value, self.schema, self.schema)
+        value = self._without_added_nulls(value)
         try:
             return self._validate(value)
         except ValidationError as exc:
@@ -113,9 +116,12 @@ class OutputSpec:
         if self._validate_partial is None:
             return value
         try:
-            return self._validate_partial(drop_added_nulls(value, self.schema, self.schema))
+            return self._validate_partial(self._without_added_nulls(value))
         except (ValidationError, ValueError):
             return value
+
+    def _without_added_nulls(self, value: Any) -> Any:
+        return drop_added_nulls(value, self.schema, self.schema) if self.optional_properties else value
 
     def from_tool_args(self, args: dict[str, Any]) -> Any:
         return self.validate(self.unwrap(args))
@@ -176,6 +182,21 @@ def drop_added_nulls(value: Any, schema: Any, root: dict[str, Any]) -> Any:
     return value
 
 
+def _has_optional(schema: Any) -> bool:
+    if isinstance(schema, list):
+        return any(_has_optional(s) for s in schema)
+    if not isinstance(schema, dict):
+        return False
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        required = set(schema.get("required", ()))
+        if any(name not in required and not allows_null(sub) for name, sub in properties.items()):
+            return True
+    return any(
+        _has_optional(v) for k, v in schema.items() if k not in ("enum", "const", "default", "examples")
+    )
+
+
 def _resolve(schema: Any, root: dict[str, Any]) -> Any:
     ref = schema.get("$ref") if isinstance(schema, dict) else None
     if isinstance(ref, str) and ref.startswith("#/$defs/"):
@@ -215,7 +236,16 @@ def build_output_spec(output_type: Any, model: Model, mode: OutputMode = "auto")
         with_tools = "tool"
     not_object = schema.get("type") != "object" or "anyOf" in schema or "oneOf" in schema
     wrapped = not_object and resolved != "grammar"
-    return OutputSpec(schema, _tool_safe(name), resolved, wrapped, validate, validate_partial, with_tools)
+    return OutputSpec(
+        schema,
+        _tool_safe(name),
+        resolved,
+        wrapped,
+        validate,
+        validate_partial,
+        optional_properties=_has_optional(schema),
+        mode_with_tools=with_tools,
+    )
 
 
 def _resolve_mode(mode: OutputMode, model: Model) -> Literal["native", "tool", "grammar"]:
@@ -290,7 +320,7 @@ class OutputPolicy:
                 return None
             self._fed += len(fragment)
             self._unsent += len(fragment)
-        if not self._unsent or not (end or self._fed <= _EVERY_DELTA_UNTIL or self._unsent * 8 >= self._fed):
+        if not self._unsent or not (end or self._fed <= _EVERY_DELTA_UNTIL or self._unsent * 4 >= self._fed):
             return None
         self._unsent = 0
         value = self._parser.value()
