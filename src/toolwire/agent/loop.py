@@ -276,6 +276,9 @@ class AgentRun(Generic[OutputT]):
                 prompt=self.prompt,
                 agent_name=config.name,
                 parent_tool_call_id=self.parent_tool_call_id,
+                model=config.model.model_name,
+                provider_name=config.model.otel_provider_name,
+                output_type="json" if self._output and self._output.spec.output_schema is not None else None,
             )
             if opened.awaited or self.approvals or self.tool_outputs or not self._new_turn:
                 async with aclosing(self._answer(opened.awaited, executor)) as answer_events:

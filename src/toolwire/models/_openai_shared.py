@@ -36,6 +36,15 @@ _RETRYABLE_CODES = frozenset(
 )
 
 
+_OTEL_NAMES = {
+    "xai": "x_ai",
+    "mistral": "mistral_ai",
+    "azure": "azure.ai.openai",
+    "azure-responses": "azure.ai.openai",
+}
+"""Presets whose OpenTelemetry ``gen_ai.provider.name`` differs from the preset's name."""
+
+
 class OpenAIWireModel(HTTPModel):
     """The base of both OpenAI adapters: OpenAI's key rule (``_providers.OPENAI``) or a preset's
     (``_catalog``), bearer auth, and one ``POST {base_url}{path}`` of the body the wire builds."""
@@ -47,6 +56,14 @@ class OpenAIWireModel(HTTPModel):
     preset: Preset | None = None
     """The provider preset (``groq``, ``ollama``...): its URL, key variable and quirks. Set before
     ``super().__init__()``, which resolves the credentials."""
+
+    @property
+    def otel_provider_name(self) -> str:
+        """``openai``; a preset's provider by its well-known OpenTelemetry name where it has one, else by
+        the preset's own name (``ollama``, ``vllm``, ...)."""
+        if self.preset is None:
+            return PROVIDER
+        return _OTEL_NAMES.get(self.preset.name, self.preset.name)
 
     def _use_preset(self, preset: str | Preset | None) -> None:
         self.preset = get_preset(preset) if isinstance(preset, str) else preset

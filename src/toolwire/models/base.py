@@ -261,6 +261,12 @@ class Model(ABC):
     """True when ``request.output_schema`` is enforced by the provider (JSON schema structured output)."""
 
     @property
+    def otel_provider_name(self) -> str:
+        """The provider as OpenTelemetry's ``gen_ai.provider.name`` names it (its well-known values where one
+        exists: ``openai``, ``anthropic``, ``gcp.gemini``, ``gcp.vertex_ai``, ``aws.bedrock``, ...)."""
+        return self.provider
+
+    @property
     def native_output_with_tools(self) -> bool:
         """Whether native structured output may be sent in a request that also has function tools (when
         not, a run with tools asks for the output through the ``final_result`` tool)."""

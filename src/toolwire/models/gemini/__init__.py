@@ -34,6 +34,10 @@ class GeminiModel(HTTPModel):
     supports_native_output = True
 
     @property
+    def otel_provider_name(self) -> str:
+        return "gcp.vertex_ai" if self.vertex else "gcp.gemini"
+
+    @property
     def native_output_with_tools(self) -> bool:
         # Gemini 3 takes responseJsonSchema beside functionDeclarations; 2.x and older answer 400
         # ("Function calling with a response mime type 'application/json' is unsupported").
