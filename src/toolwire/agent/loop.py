@@ -364,8 +364,10 @@ class AgentRun(Generic[OutputT]):
             if self._gate.names
             else {}
         )
+        # Stored even when empty: its usage was billed (the step row keeps it for pricing); history
+        # repair leaves an empty answer out of what is sent.
+        await recorder.begin_step(step, assistant, calls, finish.usage, finish.reason, held)
         if assistant.parts:
-            await recorder.begin_step(step, assistant, calls, finish.usage, finish.reason, held)
             self._history.append(assistant)
             self._new_messages.append(assistant)
             yield recorder.event(MessagePersisted, message_id=assistant.id, role="assistant")

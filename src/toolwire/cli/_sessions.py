@@ -111,21 +111,16 @@ async def show_session(args: argparse.Namespace) -> int:
             console.print(Text.assemble(("title:", "bold"), " ", info.title), soft_wrap=True)
         render_history(history, console)
         usage = info.usage
-        cost = await _session_cost(store, info.id, history)
+        cost = await _session_cost(store, info.id)
         totals = f"usage: {usage.input_tokens} input + {usage.output_tokens} output tokens, {usage.requests} request(s)"
         console.print(Text(totals + cost, style="dim"), soft_wrap=True)
     return 0
 
 
-async def _session_cost(store: SessionReader, session_id: str, history: Sequence[Message]) -> str:
-    """ ", cost $X" from the per-step usage kept on stored steps, priced per answering model."""
-    by_id = {m.id: m for m in history}
-    priced = [
-        (by_id[s.message_id].provider, by_id[s.message_id].model, s.usage)
-        for s in await store.steps(session_id)
-        if s.message_id in by_id
-    ]
-    cost = total_cost(priced)
+async def _session_cost(store: SessionReader, session_id: str) -> str:
+    """ ", cost $X" from the usage kept on every stored step (an empty answer's too: it was billed),
+    priced per answering model."""
+    cost = total_cost((s.provider, s.model, s.usage) for s in await store.steps(session_id))
     return ", cost unknown (no price for a model)" if cost is None else f", cost ${cost:.6f}"
 
 
