@@ -13,6 +13,7 @@ the characters of their snapshots, and the time growth from the smallest size to
 grow 16x from 64 KB to 1 MB: ~16x is linear).
 
     .venv/bin/python benchmarks/partial_objects.py [--quick] [--repeat 3] [--sizes 65536,262144,1048576]
+                                                   [--ways "native,tool,held text"]
 
 To measure another checkout (e.g. before the change), put its ``src`` first:
 ``PYTHONPATH=/path/to/old/src .venv/bin/python benchmarks/partial_objects.py --sizes 16384,65536``.
@@ -108,13 +109,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="64 KB and 256 KB, one run each")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--sizes", help="comma-separated sizes in characters")
+    parser.add_argument("--ways", default="native,tool,held text", help="comma-separated, of the three")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else SIZES
     if args.quick:
         sizes, args.repeat = SIZES[:2], 1
     print(f"{'way':<10} {'size':>9} {'seconds':>9} {'MB/s':>7} {'partials':>9} {'snapshot chars':>15}")
     results = []
-    for way in ("native", "tool", "held text"):
+    for way in args.ways.split(","):
         rows = [measure(way, size, args.repeat) for size in sizes]
         results.extend(rows)
         for row in rows:

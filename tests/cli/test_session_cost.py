@@ -89,3 +89,77 @@ async def test_sessions_show_prices_a_step_that_answered_empty(tmp_path: Path) -
     )
     await again.run("and b?", session_id="s1")
     await again.aclose()
+
+
+def _price(model: str, usages: list[tuple[int, int]]) -> Decimal:
+    return sum(
+        (
+            Decimal(
+                calc_price(
+                    PriceUsage(input_tokens=p, output_tokens=c), model, provider_id="openai"
+                ).total_price
+            )
+            for p, c in usages
+        ),
+        Decimal(0),
+    )
+
+
+def _scripted_openai(
+    model_name: str, turns: list[tuple[dict[str, Any], str, tuple[int, int]]]
+) -> OpenAIChatModel:
+    answers = [
+        {
+            "id": f"chatcmpl-{i}",
+            "object": "chat.completion",
+            "created": 1,
+            "model": model_name,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c},
+        }
+        for i, (message, finish, (p, c)) in enumerate(turns)
+    ]
+    client = httpx.AsyncClient(
+        transport=httpx.MockTransport(lambda _: httpx.Response(200, json=answers.pop(0)))
+    )
+    return OpenAIChatModel(model_name, api_key="k", stream=False, http_client=client)
+
+
+async def test_a_sub_agents_usage_and_cost_roll_up_into_its_parents_result_and_session(
+    tmp_path: Path,
+) -> None:
+    parent_usages, child_usages = [(100, 20), (150, 10)], [(40, 5)]
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "research", "arguments": '{"task": "dig"}'},
+    }
+    child = Agent(
+        _scripted_openai(
+            "gpt-4o-mini", [({"role": "assistant", "content": "found it"}, "stop", child_usages[0])]
+        ),
+        name="researcher",
+    )
+    parent_model = _scripted_openai(
+        "gpt-4o",
+        [
+            ({"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls", parent_usages[0]),
+            ({"role": "assistant", "content": "done"}, "stop", parent_usages[1]),
+        ],
+    )
+    store = f"sqlite+aiosqlite:///{tmp_path / 'tree.db'}"
+    parent = Agent(parent_model, tools=[child.as_tool("research", "Research a topic.")], store=store)
+    result = await parent.run("go", session_id="root")
+    await parent.aclose()
+
+    own, sub = _price("gpt-4o", parent_usages), _price("gpt-4o-mini", child_usages)
+    assert (result.usage.input_tokens, result.usage.requests) == (250, 2)  # its own steps, as before
+    assert (result.sub_agent_usage.input_tokens, result.sub_agent_usage.output_tokens) == (40, 5)
+    assert result.total_usage.requests == 3 and result.total_usage.input_tokens == 290
+    assert (result.cost, result.sub_agent_cost, result.total_cost) == (own, sub, own + sub)
+
+    shown = toolwire("sessions", "show", "root", "--store", store)
+    assert shown.returncode == 0, shown.stderr
+    assert f"usage: 250 input + 30 output tokens, 2 request(s), cost ${own:.6f}" in shown.stdout
+    assert f"sub-agents: 40 input + 5 output tokens, 1 request(s), cost ${sub:.6f}" in shown.stdout
+    assert f"total: 290 input + 35 output tokens, 3 request(s), cost ${own + sub:.6f}" in shown.stdout

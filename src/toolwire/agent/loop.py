@@ -117,11 +117,33 @@ class RunResult(Generic[OutputT]):
     """The final assistant text (also when ``output`` is a structured object)."""
     step_models: list[tuple[str | None, str | None]] = field(default_factory=list)
     """(provider, model) that answered each step, parallel to ``step_usage``."""
+    sub_agent_steps: list[tuple[str | None, str | None, Usage]] = field(default_factory=list)
+    """(provider, model, usage) of every model request the run's sub-agents made (theirs included), kept
+    apart from this run's own steps: ``usage`` and ``cost`` are this agent's, ``total_*`` add these."""
 
     @property
     def cost(self) -> Decimal | None:
-        """Estimated USD cost over every step (``None`` when a model's price is unknown)."""
+        """Estimated USD cost over this agent's own steps (``None`` when a model's price is unknown)."""
         return total_cost((p, m, u) for (p, m), u in zip(self.step_models, self.step_usage, strict=True))
+
+    @property
+    def sub_agent_usage(self) -> Usage:
+        """Tokens and requests of the run's sub-agents (at any depth)."""
+        return sum((u for _, _, u in self.sub_agent_steps), Usage())
+
+    @property
+    def sub_agent_cost(self) -> Decimal | None:
+        return total_cost(self.sub_agent_steps)
+
+    @property
+    def total_usage(self) -> Usage:
+        """This agent's usage and its sub-agents'."""
+        return self.usage + self.sub_agent_usage
+
+    @property
+    def total_cost(self) -> Decimal | None:
+        own, sub = self.cost, self.sub_agent_cost
+        return None if own is None or sub is None else own + sub
 
 
 @dataclass(slots=True)
@@ -191,6 +213,7 @@ class AgentRun(Generic[OutputT]):
         self._new_messages: list[Message] = []
         self._executions: list[ToolExecution] = []
         self._step_usage: list[Usage] = []
+        self._sub_steps: list[tuple[str | None, str | None, Usage]] = []
         self._step_models: list[tuple[str | None, str | None]] = []
         self._gate = Gate(config.registry, frozenset())  # set when the run starts (its tools known)
         self._waiting: list[Waiting] = []
@@ -606,6 +629,9 @@ class AgentRun(Generic[OutputT]):
                                 yield self._complete_event(item.outcome)
                         case _Unnumbered():
                             yield recorder.event(item.cls, **item.fields)
+                        case StepFinish():  # a sub-agent's (or deeper) model request: it rolls up here
+                            self._sub_steps.append((item.provider, item.model, item.usage))
+                            yield item
                         case _:
                             yield item  # a sub-agent's event: numbered in its own session
         finally:
@@ -764,5 +790,6 @@ class AgentRun(Generic[OutputT]):
             usage=total,
             step_usage=self._step_usage,
             step_models=self._step_models,
+            sub_agent_steps=self._sub_steps,
             steps=len(self._step_usage),
         )
