@@ -22,12 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 
 async def main() -> None:
-    module_name, calls, steps, store, repeats = (
-        sys.argv[1],
-        *map(int, sys.argv[2:4]),
-        sys.argv[4],
-        int(sys.argv[5]),
-    )
+    module_name, calls, steps, store, repeats = sys.argv[1], *map(int, sys.argv[2:4]), sys.argv[4], int(sys.argv[5])
     peer = importlib.import_module(f"peers.{module_name}")
     expected = calls * steps
     samples: list[float] = []
@@ -48,16 +43,8 @@ async def main() -> None:
             _, peak = tracemalloc.get_traced_memory()
             tracemalloc.stop()
             peak_kib = peak / 1024
-    print(
-        json.dumps(
-            {
-                "framework": peer.NAME,
-                "us_per_step": statistics.median(samples),
-                "samples": samples,
-                "peak_kib": peak_kib,
-            }
-        )
-    )
+    print(json.dumps({"framework": peer.NAME, "us_per_step": statistics.median(samples),
+                      "samples": samples, "peak_kib": peak_kib}))
 
 
 if __name__ == "__main__":

@@ -22,13 +22,8 @@ PORT, TOKENS, INTERVAL = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]) 
 
 
 def chunk(delta: dict, finish: str | None = None) -> bytes:
-    body = {
-        "id": "c",
-        "object": "chat.completion.chunk",
-        "created": 1,
-        "model": "m",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
+    body = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
     return f"data: {json.dumps(body)}\n\n".encode()
 
 
@@ -45,21 +40,10 @@ async def completions(request: Request) -> Response:
         await asyncio.sleep(INTERVAL * len(tokens))  # the whole answer is generated before anything is sent
         message: dict = {"role": "assistant", "content": "".join(tokens)}
         if wants_tool:
-            message["tool_calls"] = [
-                {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"q":"x"}'}}
-            ]
-        return JSONResponse(
-            {
-                "id": "c",
-                "object": "chat.completion",
-                "created": 1,
-                "model": "m",
-                "choices": [
-                    {"index": 0, "message": message, "finish_reason": "tool_calls" if wants_tool else "stop"}
-                ],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-            }
-        )
+            message["tool_calls"] = [{"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{\"q\":\"x\"}"}}]
+        return JSONResponse({"id": "c", "object": "chat.completion", "created": 1, "model": "m",
+                             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if wants_tool else "stop"}],
+                             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
 
     async def stream() -> AsyncIterator[bytes]:
         yield chunk({"role": "assistant", "content": ""})
@@ -68,12 +52,7 @@ async def completions(request: Request) -> Response:
                 await asyncio.sleep(INTERVAL)
             yield chunk({"content": token})
         if wants_tool:
-            call = {
-                "index": 0,
-                "id": "call_1",
-                "type": "function",
-                "function": {"name": "lookup", "arguments": '{"q":"x"}'},
-            }
+            call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{\"q\":\"x\"}"}}
             yield chunk({"tool_calls": [call]})
             yield chunk({}, "tool_calls")
         else:
@@ -83,10 +62,6 @@ async def completions(request: Request) -> Response:
     return StreamingResponse(stream(), media_type="text/event-stream")
 
 
-app = Starlette(
-    routes=[
-        Route("/v1/chat/completions", completions, methods=["POST"]),
-        Route("/ready", lambda r: JSONResponse({"ok": time.time()})),
-    ]
-)
+app = Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"]),
+                        Route("/ready", lambda r: JSONResponse({"ok": time.time()}))])
 uvicorn.run(app, host="127.0.0.1", port=PORT, log_level="warning")

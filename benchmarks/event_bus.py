@@ -1,6 +1,6 @@
 """Event bus overhead per tool call: the same scripted run with no subscriber, one, and OpenTelemetry.
 
-python benchmarks/event_bus.py [--steps 400] [--repeat 7]
+    python benchmarks/event_bus.py [--steps 400] [--repeat 7]
 """
 
 from __future__ import annotations

@@ -64,15 +64,11 @@ async def noop() -> str:
 
 async def measure(url: str, sessions: int, steps: int, **store_options: Any) -> float:
     store = await SQLStore.open(url, **store_options)
-    agent = Agent(
-        ToolThenText(steps), tools=[noop], store=store, max_steps=steps + 2, heartbeat_interval=None
-    )
+    agent = Agent(ToolThenText(steps), tools=[noop], store=store, max_steps=steps + 2, heartbeat_interval=None)
     prefix = uuid.uuid4().hex[:8]
     try:
         started = time.perf_counter()
-        results = await asyncio.gather(
-            *(agent.run("go", session_id=f"{prefix}-{i}") for i in range(sessions))
-        )
+        results = await asyncio.gather(*(agent.run("go", session_id=f"{prefix}-{i}") for i in range(sessions)))
         elapsed = time.perf_counter() - started
     finally:
         await store.close()
@@ -89,14 +85,10 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         for sessions in levels:
             steps = max(1, total // sessions)
-            sqlite = asyncio.run(
-                measure(f"sqlite+aiosqlite:///{Path(tmp) / f's{sessions}.db'}", sessions, steps)
-            )
+            sqlite = asyncio.run(measure(f"sqlite+aiosqlite:///{Path(tmp) / f's{sessions}.db'}", sessions, steps))
             row: dict[str, Any] = {"sessions": sessions, "steps_per_session": steps, "sqlite": sqlite}
             if pg_url:
-                row["postgresql"] = asyncio.run(
-                    measure(pg_url, sessions, steps, pool_size=min(sessions, 20), max_overflow=0)
-                )
+                row["postgresql"] = asyncio.run(measure(pg_url, sessions, steps, pool_size=min(sessions, 20), max_overflow=0))
             else:
                 row["postgresql"] = "skipped: TOOLWIRE_TEST_POSTGRES_URL not set (scripts/postgres.sh)"
             rows.append(row)
@@ -104,10 +96,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "| concurrent sessions | interactions per session | SQLite (interactions/s) | PostgreSQL (interactions/s) |",
-        "|---:|---:|---:|---:|",
-    ]
+    lines = ["| concurrent sessions | interactions per session | SQLite (interactions/s) | PostgreSQL (interactions/s) |",
+             "|---:|---:|---:|---:|"]
     for r in rows:
         pg = f"{r['postgresql']:.0f}" if isinstance(r["postgresql"], float) else r["postgresql"]
         lines.append(f"| {r['sessions']} | {r['steps_per_session']} | {r['sqlite']:.0f} | {pg} |")
@@ -115,8 +105,6 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     print(table(run(quick=parser.parse_args().quick)))

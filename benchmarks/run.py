@@ -46,31 +46,14 @@ def _ensure_venv() -> None:
 
 def machine() -> dict[str, Any]:
     cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
         platform.processor(),
     )
-    mem_kib = int(
-        next(
-            line.split()[1]
-            for line in Path("/proc/meminfo").read_text().splitlines()
-            if line.startswith("MemTotal")
-        )
-    )
+    mem_kib = int(next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")))
     from importlib.metadata import version
 
     versions = {}
-    for package in [
-        "toolwire",
-        "pydantic-ai-slim",
-        "openai-agents",
-        "langgraph",
-        "langgraph-checkpoint-sqlite",
-        "litellm",
-    ]:
+    for package in ["toolwire", "pydantic-ai-slim", "openai-agents", "langgraph", "langgraph-checkpoint-sqlite", "litellm"]:
         try:
             versions[package] = version(package)
         except Exception:
@@ -96,44 +79,17 @@ def section_loop(quick: bool) -> list[dict[str, Any]]:
             for module in LOOP_PEERS:
                 stores = _peer_stores(module)
                 if store not in stores:
-                    rows.append(
-                        {
-                            "calls": calls,
-                            "steps": steps,
-                            "store": store,
-                            "framework": _peer_name(module),
-                            "us_per_step": None,
-                            "note": "no session store of its own",
-                        }
-                    )
+                    rows.append({"calls": calls, "steps": steps, "store": store, "framework": _peer_name(module),
+                                 "us_per_step": None, "note": "no session store of its own"})
                     continue
                 done = subprocess.run(
-                    [
-                        sys.executable,
-                        str(HERE / "_loop_worker.py"),
-                        module,
-                        str(calls),
-                        str(steps),
-                        store,
-                        str(repeats),
-                        *(["--no-memory"] if quick else []),
-                    ],
-                    capture_output=True,
-                    text=True,
-                    timeout=900,
-                    cwd=ROOT,
+                    [sys.executable, str(HERE / "_loop_worker.py"), module, str(calls), str(steps), store, str(repeats),
+                     *(["--no-memory"] if quick else [])],
+                    capture_output=True, text=True, timeout=900, cwd=ROOT,
                 )
                 if done.returncode != 0:
-                    rows.append(
-                        {
-                            "calls": calls,
-                            "steps": steps,
-                            "store": store,
-                            "framework": _peer_name(module),
-                            "us_per_step": None,
-                            "note": "failed: " + done.stderr.strip().splitlines()[-1][:120],
-                        }
-                    )
+                    rows.append({"calls": calls, "steps": steps, "store": store, "framework": _peer_name(module),
+                                 "us_per_step": None, "note": "failed: " + done.stderr.strip().splitlines()[-1][:120]})
                     continue
                 result = json.loads(done.stdout.strip().splitlines()[-1])
                 rows.append({"calls": calls, "steps": steps, "store": store, **result})
@@ -141,13 +97,8 @@ def section_loop(quick: bool) -> list[dict[str, Any]]:
 
 
 def _peer_name(module: str) -> str:
-    return {
-        "floor_loop": "floor (no framework)",
-        "toolwire_loop": "toolwire",
-        "pydantic_ai_loop": "pydantic-ai",
-        "openai_agents_loop": "openai-agents",
-        "langgraph_loop": "langgraph",
-    }[module]
+    return {"floor_loop": "floor (no framework)", "toolwire_loop": "toolwire", "pydantic_ai_loop": "pydantic-ai",
+            "openai_agents_loop": "openai-agents", "langgraph_loop": "langgraph"}[module]
 
 
 def _peer_stores(module: str) -> tuple[str, ...]:
@@ -162,33 +113,23 @@ def _ratio(value: float, reference: float | None) -> str:
 
 
 def table_loop(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "| scenario | store | framework | µs per step (median) | × toolwire | × floor | peak Python memory (KiB, tracemalloc) |",
-        "|---|---|---|---:|---:|---:|---:|",
-    ]
+    lines = ["| scenario | store | framework | µs per step (median) | × toolwire | × floor | peak Python memory (KiB, tracemalloc) |",
+             "|---|---|---|---:|---:|---:|---:|"]
 
     def per_cell(framework: str) -> dict[tuple[int, str], float]:
-        return {
-            (r["calls"], r["store"]): r["us_per_step"]
-            for r in rows
-            if r["framework"] == framework and r.get("us_per_step")
-        }
+        return {(r["calls"], r["store"]): r["us_per_step"] for r in rows if r["framework"] == framework and r.get("us_per_step")}
 
     base, floor = per_cell("toolwire"), per_cell(_peer_name("floor_loop"))
     for r in rows:
         scenario = f"{r['calls']} call/step × {r['steps']} steps"
         if r.get("us_per_step") is None:
-            lines.append(
-                f"| {scenario} | {r['store']} | {r['framework']} | — | — | — | {r.get('note', '')} |"
-            )
+            lines.append(f"| {scenario} | {r['store']} | {r['framework']} | — | — | — | {r.get('note', '')} |")
             continue
         cell = (r["calls"], r["store"])
         ratio = _ratio(r["us_per_step"], base.get(cell))
         over_floor = _ratio(r["us_per_step"], floor.get(cell))
         peak = f"{r['peak_kib']:.0f}" if r.get("peak_kib") is not None else "(full run only)"
-        lines.append(
-            f"| {scenario} | {r['store']} | {r['framework']} | {r['us_per_step']:.0f} | {ratio} | {over_floor} | {peak} |"
-        )
+        lines.append(f"| {scenario} | {r['store']} | {r['framework']} | {r['us_per_step']:.0f} | {ratio} | {over_floor} | {peak} |")
     return "\n".join(lines)
 
 
@@ -205,9 +146,7 @@ SECTIONS = {  # number: (module, key in the results, title); each module has run
 
 def main() -> None:
     _ensure_venv()
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer repeats and sizes (under 3 minutes)")
     parser.add_argument("--only", type=int, nargs="*", default=[1, 2, 3, 4, 5, 6, 7])
     args = parser.parse_args()
@@ -224,17 +163,9 @@ def main() -> None:
         import stream_parse
 
         results["stream_parse"] = stream_parse.run(args.quick)
-        print(
-            "## 2. Streaming parse throughput\n\n" + stream_parse.table(results["stream_parse"]) + "\n",
-            flush=True,
-        )
+        print("## 2. Streaming parse throughput\n\n" + stream_parse.table(results["stream_parse"]) + "\n", flush=True)
         results["stream_layers"] = stream_layers.run(args.quick)
-        print(
-            "### Where the time goes (toolwire, 1 MB)\n\n"
-            + stream_layers.table(results["stream_layers"])
-            + "\n",
-            flush=True,
-        )
+        print("### Where the time goes (toolwire, 1 MB)\n\n" + stream_layers.table(results["stream_layers"]) + "\n", flush=True)
     for number, (module_name, key, title) in SECTIONS.items():
         if number in args.only:
             module = importlib.import_module(module_name)
@@ -245,9 +176,7 @@ def main() -> None:
     out = HERE / "results"
     out.mkdir(exist_ok=True)
     # latest.json is the last full run (what BENCHMARKS.md quotes); a run of some sections goes to only.json.
-    name = (
-        "quick.json" if args.quick else "latest.json" if set(args.only) >= set(range(1, 8)) else "only.json"
-    )
+    name = "quick.json" if args.quick else "latest.json" if set(args.only) >= set(range(1, 8)) else "only.json"
     (out / name).write_text(json.dumps(results, indent=1, default=str))
     print(f"done in {results['seconds']} s; results in {out}")
 

@@ -69,9 +69,7 @@ async def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
     async with httpx.AsyncClient() as client:
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                raise RuntimeError(
-                    "the server exited: " + (process.stderr.read() if process.stderr else b"").decode()
-                )
+                raise RuntimeError("the server exited: " + (process.stderr.read() if process.stderr else b"").decode())
             try:
                 await client.get(url + "/api/sessions")
                 return
@@ -81,10 +79,7 @@ async def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
 
 
 async def _session(client: httpx.AsyncClient, index: int) -> tuple[float, bool]:
-    body = {
-        "id": f"load-{index}",
-        "messages": [{"role": "user", "parts": [{"type": "text", "text": "hold"}]}],
-    }
+    body = {"id": f"load-{index}", "messages": [{"role": "user", "parts": [{"type": "text", "text": "hold"}]}]}
     started = time.perf_counter()
     first: float | None = None
     finished = False
@@ -162,9 +157,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, nargs="*", default=None)
     parser.add_argument("--hold", type=float, default=4.0)
     parser.add_argument("--quick", action="store_true")

@@ -47,15 +47,7 @@ def openai_chat_body(args: str) -> bytes:
     base = {"id": "chatcmpl-b", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o"}
     first = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "save", "arguments": ""}}
     events: list[tuple[str | None, Any]] = [
-        (
-            None,
-            {
-                **base,
-                "choices": [
-                    {"index": 0, "delta": {"role": "assistant", "tool_calls": [first]}, "finish_reason": None}
-                ],
-            },
-        )
+        (None, {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [first]}, "finish_reason": None}]})
     ]
     for piece in _fragments(args):
         delta = {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
@@ -69,72 +61,30 @@ def openai_chat_body(args: str) -> bytes:
 
 def anthropic_body(args: str) -> bytes:
     message = {
-        "id": "msg_b",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-4-5",
-        "content": [],
-        "stop_reason": None,
-        "stop_sequence": None,
-        "usage": {"input_tokens": 10, "output_tokens": 1},
+        "id": "msg_b", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": [],
+        "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1},
     }
     events: list[tuple[str | None, Any]] = [
         ("message_start", {"type": "message_start", "message": message}),
-        (
-            "content_block_start",
-            {
-                "type": "content_block_start",
-                "index": 0,
-                "content_block": {"type": "tool_use", "id": "toolu_1", "name": "save", "input": {}},
-            },
-        ),
+        ("content_block_start", {"type": "content_block_start", "index": 0,
+                                 "content_block": {"type": "tool_use", "id": "toolu_1", "name": "save", "input": {}}}),
     ]
     for piece in _fragments(args):
-        events.append(
-            (
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": "input_json_delta", "partial_json": piece},
-                },
-            )
-        )
+        events.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                               "delta": {"type": "input_json_delta", "partial_json": piece}}))
     events += [
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        (
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-                "usage": {"output_tokens": 100},
-            },
-        ),
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                           "usage": {"output_tokens": 100}}),
         ("message_stop", {"type": "message_stop"}),
     ]
     return _sse(events)
 
 
 def responses_body(args: str) -> bytes:
-    item = {
-        "type": "function_call",
-        "id": "fc_1",
-        "call_id": "call_1",
-        "name": "save",
-        "arguments": "",
-        "status": "in_progress",
-    }
-    response = {
-        "id": "resp_b",
-        "object": "response",
-        "created_at": 1,
-        "status": "in_progress",
-        "model": "gpt-4o",
-        "output": [],
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [],
-    }
+    item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "save", "arguments": "", "status": "in_progress"}
+    response = {"id": "resp_b", "object": "response", "created_at": 1, "status": "in_progress", "model": "gpt-4o",
+                "output": [], "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
     seq = 0
 
     def ev(name: str, data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -147,45 +97,22 @@ def responses_body(args: str) -> bytes:
         ev("response.output_item.added", {"output_index": 0, "item": item}),
     ]
     for piece in _fragments(args):
-        events.append(
-            ev(
-                "response.function_call_arguments.delta",
-                {"item_id": "fc_1", "output_index": 0, "delta": piece},
-            )
-        )
+        events.append(ev("response.function_call_arguments.delta", {"item_id": "fc_1", "output_index": 0, "delta": piece}))
     done_item = {**item, "arguments": args, "status": "completed"}
-    usage = {
-        "input_tokens": 10,
-        "output_tokens": 100,
-        "total_tokens": 110,
-        "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens_details": {"reasoning_tokens": 0},
-    }
+    usage = {"input_tokens": 10, "output_tokens": 100, "total_tokens": 110,
+             "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}
     events += [
-        ev(
-            "response.function_call_arguments.done", {"item_id": "fc_1", "output_index": 0, "arguments": args}
-        ),
+        ev("response.function_call_arguments.done", {"item_id": "fc_1", "output_index": 0, "arguments": args}),
         ev("response.output_item.done", {"output_index": 0, "item": done_item}),
-        ev(
-            "response.completed",
-            {"response": {**response, "status": "completed", "output": [done_item], "usage": usage}},
-        ),
+        ev("response.completed", {"response": {**response, "status": "completed", "output": [done_item], "usage": usage}}),
     ]
     return _sse(events)
 
 
 def gemini_body(args: str) -> bytes:
     chunk = {
-        "candidates": [
-            {
-                "content": {
-                    "role": "model",
-                    "parts": [{"functionCall": {"name": "save", "args": json.loads(args)}}],
-                },
-                "finishReason": "STOP",
-                "index": 0,
-            }
-        ],
+        "candidates": [{"content": {"role": "model", "parts": [{"functionCall": {"name": "save", "args": json.loads(args)}}]},
+                        "finishReason": "STOP", "index": 0}],
         "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 100, "totalTokenCount": 110},
         "modelVersion": "gemini-2.5-flash",
     }
@@ -204,9 +131,7 @@ BODIES: dict[str, Callable[[str], bytes]] = {
 
 def _httpx_client(body: bytes) -> httpx.AsyncClient:
     return httpx.AsyncClient(
-        transport=httpx.MockTransport(
-            lambda r: httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
-        )
+        transport=httpx.MockTransport(lambda r: httpx.Response(200, content=body, headers={"content-type": "text/event-stream"}))
     )
 
 
@@ -214,9 +139,7 @@ def _httpx2_client(body: bytes) -> Any:
     import httpx2
 
     return httpx2.AsyncClient(
-        transport=httpx2.MockTransport(
-            lambda r: httpx2.Response(200, content=body, headers={"content-type": "text/event-stream"})
-        )
+        transport=httpx2.MockTransport(lambda r: httpx2.Response(200, content=body, headers={"content-type": "text/event-stream"}))
     )
 
 
@@ -241,9 +164,7 @@ async def toolwire_parse(provider: str, body: bytes) -> dict[str, Any]:
         from toolwire.models import GeminiModel
 
         model = GeminiModel("gemini-2.5-flash", api_key="k", http_client=client)
-    request = ModelRequest(
-        messages=[Message.user("go")], tools=[ToolDefinition(name="save", parameters=TOOL)]
-    )
+    request = ModelRequest(messages=[Message.user("go")], tools=[ToolDefinition(name="save", parameters=TOOL)])
     args: dict[str, Any] = {}
     async for part in model.stream(request):
         if isinstance(part, ToolInputEnd):
@@ -273,17 +194,11 @@ async def pydantic_ai_parse(provider: str, body: bytes) -> dict[str, Any]:
         from pydantic_ai.models.anthropic import AnthropicModel
         from pydantic_ai.providers.anthropic import AnthropicProvider
 
-        model = AnthropicModel(
-            "claude-sonnet-4-5", provider=AnthropicProvider(api_key="k", http_client=client)
-        )
+        model = AnthropicModel("claude-sonnet-4-5", provider=AnthropicProvider(api_key="k", http_client=client))
     else:
-        raise NotImplementedError(
-            "pydantic-ai's Google model goes through the google-genai SDK, not an injectable transport"
-        )
+        raise NotImplementedError("pydantic-ai's Google model goes through the google-genai SDK, not an injectable transport")
     params = ModelRequestParameters(function_tools=[ToolDefinition(name="save", parameters_json_schema=TOOL)])
-    async with model_request_stream(
-        model, [ModelRequest.user_text_prompt("go")], model_request_parameters=params
-    ) as stream:
+    async with model_request_stream(model, [ModelRequest.user_text_prompt("go")], model_request_parameters=params) as stream:
         async for _ in stream:
             pass
         response = stream.get()
@@ -300,11 +215,7 @@ async def litellm_parse(provider: str, body: bytes) -> dict[str, Any]:
     client = AsyncOpenAI(api_key="k", http_client=_httpx2_client(body))
     tools = [{"type": "function", "function": {"name": "save", "parameters": TOOL}}]
     stream = await litellm.acompletion(
-        model="openai/gpt-4o",
-        messages=[{"role": "user", "content": "go"}],
-        tools=tools,
-        stream=True,
-        client=client,
+        model="openai/gpt-4o", messages=[{"role": "user", "content": "go"}], tools=tools, stream=True, client=client
     )
     chunks = [chunk async for chunk in stream]
     built = litellm.stream_chunk_builder(chunks)
@@ -393,9 +304,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 def table(rows: list[dict[str, Any]]) -> str:
     sizes = [k for k in rows[0] if k.endswith("K")]
     lines = [
-        "| stream | framework | "
-        + " | ".join(f"MB/s @ {s}" for s in sizes)
-        + " | time growth (16x bytes) | vs toolwire @ 1 MB |",
+        "| stream | framework | " + " | ".join(f"MB/s @ {s}" for s in sizes) + " | time growth (16x bytes) | vs toolwire @ 1 MB |",
         "|---|---|" + "---:|" * (len(sizes) + 2),
     ]
     best: dict[str, float] = {}
@@ -411,22 +320,14 @@ def table(rows: list[dict[str, Any]]) -> str:
             if not ratio or r["framework"] == "toolwire":
                 versus = "1.0"
             else:
-                versus = (
-                    f"{ratio / values[-1]:.1f}x slower"
-                    if values[-1] < ratio
-                    else f"{values[-1] / ratio:.1f}x faster"
-                )
+                versus = f"{ratio / values[-1]:.1f}x slower" if values[-1] < ratio else f"{values[-1] / ratio:.1f}x faster"
         else:
             growth, versus = "", ""
-        lines.append(
-            f"| {r['provider']} | {r['framework']} | " + " | ".join(cells) + f" | {growth} | {versus} |"
-        )
+        lines.append(f"| {r['provider']} | {r['framework']} | " + " | ".join(cells) + f" | {growth} | {versus} |")
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     print(table(run(quick=parser.parse_args().quick)))

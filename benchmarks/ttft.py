@@ -54,9 +54,7 @@ def run(quick: bool = False, tokens: int = 20, interval_ms: float = 10.0) -> lis
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, str(HERE / "_ttft_server.py"), str(port), str(tokens), str(interval_ms)]
-    )
+    server = subprocess.Popen([sys.executable, str(HERE / "_ttft_server.py"), str(port), str(tokens), str(interval_ms)])
     url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 30
@@ -78,13 +76,7 @@ def run(quick: bool = False, tokens: int = 20, interval_ms: float = 10.0) -> lis
         for label, kwargs in modes.items():
             asyncio.run(first_token(url, **kwargs))  # warm-up
             samples = [asyncio.run(first_token(url, **kwargs)) for _ in range(repeats)]
-            rows.append(
-                {
-                    "mode": label,
-                    "ttft_ms_median": statistics.median(samples),
-                    "ttft_ms_p90": sorted(samples)[int(len(samples) * 0.9) - 1],
-                }
-            )
+            rows.append({"mode": label, "ttft_ms_median": statistics.median(samples), "ttft_ms_p90": sorted(samples)[int(len(samples) * 0.9) - 1]})
         base = rows[1]["ttft_ms_median"]
         for row in rows:
             row["vs_pure_streaming"] = row["ttft_ms_median"] / base
@@ -97,15 +89,11 @@ def run(quick: bool = False, tokens: int = 20, interval_ms: float = 10.0) -> lis
 def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| mode | TTFT median (ms) | p90 (ms) | vs pure text streaming |", "|---|---:|---:|---:|"]
     for r in rows:
-        lines.append(
-            f"| {r['mode']} | {r['ttft_ms_median']:.1f} | {r['ttft_ms_p90']:.1f} | {r['vs_pure_streaming']:.2f}x |"
-        )
+        lines.append(f"| {r['mode']} | {r['ttft_ms_median']:.1f} | {r['ttft_ms_p90']:.1f} | {r['vs_pure_streaming']:.2f}x |")
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     print(table(run(quick=parser.parse_args().quick)))

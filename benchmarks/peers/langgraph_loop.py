@@ -31,10 +31,7 @@ async def run(calls: int, steps: int, store: str, tmp: Path) -> int:
         step += 1
         if step > steps:
             return {"messages": [AIMessage(content="done")]}
-        tool_calls = [
-            {"name": "noop", "args": {"i": i}, "id": f"c{step}_{i}", "type": "tool_call"}
-            for i in range(calls)
-        ]
+        tool_calls = [{"name": "noop", "args": {"i": i}, "id": f"c{step}_{i}", "type": "tool_call"} for i in range(calls)]
         return {"messages": [AIMessage(content="", tool_calls=tool_calls)]}
 
     graph = StateGraph(MessagesState)

@@ -27,9 +27,7 @@ class ScriptModel(Model):
         if self.step > self.steps:
             text = ResponseOutputText(type="output_text", text="done", annotations=[])
             output: list[Any] = [
-                ResponseOutputMessage(
-                    id="m", type="message", role="assistant", status="completed", content=[text]
-                )
+                ResponseOutputMessage(id="m", type="message", role="assistant", status="completed", content=[text])
             ]
         else:
             output = [

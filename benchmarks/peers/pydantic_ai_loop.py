@@ -24,10 +24,7 @@ async def run(calls: int, steps: int, store: str, tmp: Path) -> int:
         if step > steps:
             return ModelResponse(parts=[TextPart(content="done")])
         return ModelResponse(
-            parts=[
-                ToolCallPart(tool_name="noop", args={"i": i}, tool_call_id=f"c{step}_{i}")
-                for i in range(calls)
-            ]
+            parts=[ToolCallPart(tool_name="noop", args={"i": i}, tool_call_id=f"c{step}_{i}") for i in range(calls)]
         )
 
     agent = Agent(FunctionModel(respond))
