@@ -245,3 +245,22 @@ async def test_tool_mode_errors_are_listed_separately_too() -> None:
     with pytest.raises(toolwire.NoObjectGenerated) as info:
         await Agent(model, output_type=Forecast, output_mode="tool", output_retries=0).run("go")
     assert len(info.value.errors) == 2 and info.value.finish_reason == "tool-calls"
+
+
+class Stop(BaseModel):
+    name: str
+    note: str = "-"
+
+
+class Trip(BaseModel):
+    stop: Stop | None = None
+    stops: list[Stop] = []
+
+
+async def test_nulls_of_optional_properties_are_dropped_inside_nested_and_nullable_objects() -> None:
+    answer = {"stop": {"name": "Oslo", "note": None}, "stops": [{"name": "Bergen", "note": None}]}
+    provider = _Provider(_chat_answer(json.dumps(answer)))
+    model = OpenAIChatModel("gpt-4o", api_key="k", stream=False, http_client=provider.client())
+    result = await Agent(model, output_type=Trip).run("trip?")
+    assert result.output == Trip(stop=Stop(name="Oslo"), stops=[Stop(name="Bergen")])
+    check_openai_chat(provider.sent[0])

@@ -162,6 +162,11 @@ def drop_added_nulls(value: Any, schema: Any, root: dict[str, Any]) -> Any:
     schema = _resolve(schema, root)
     if not isinstance(schema, dict):
         return value
+    if isinstance(value, dict) and "properties" not in schema:
+        # ``Place | None`` and the like: the one object alternative, when there is exactly one
+        objects = [r for b in schema.get("anyOf", ()) if _is_object(r := _resolve(b, root))]
+        if len(objects) == 1:
+            schema = objects[0]
     if isinstance(value, dict):
         properties = schema.get("properties")
         if not isinstance(properties, dict):
@@ -180,6 +185,10 @@ def drop_added_nulls(value: Any, schema: Any, root: dict[str, Any]) -> Any:
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         return [drop_added_nulls(item, schema["items"], root) for item in value]
     return value
+
+
+def _is_object(schema: Any) -> bool:
+    return isinstance(schema, dict) and isinstance(schema.get("properties"), dict)
 
 
 def _has_optional(schema: Any) -> bool:
