@@ -24,7 +24,7 @@
     ├── StepAborted
     ├── ResumeError (tool_call_ids)
     ├── MaxStepsExceeded
-    ├── NoObjectGenerated
+    ├── NoObjectGenerated (raw_output, errors, usage, finish_reason)
     ├── StoreError
     │   ├── SessionBusyError
     │   └── SessionAccessError
@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from toolwire.agent.pending import PendingCall
+    from toolwire.messages import Usage
 
 
 class ToolwireError(Exception):
@@ -201,12 +202,24 @@ class MaxStepsExceeded(ToolwireError):
 class NoObjectGenerated(ToolwireError):
     """The model did not produce a valid structured output within ``output_retries`` re-prompts."""
 
-    def __init__(self, message: str, *, raw_output: str = "", errors: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        raw_output: str = "",
+        errors: list[str] | None = None,
+        usage: Usage | None = None,
+        finish_reason: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.raw_output = raw_output
         """The last raw output (text or final-result arguments)."""
         self.errors = errors or []
-        """The validation errors of the last attempt."""
+        """The validation errors of the last attempt, one per failed check (``"path: message"``)."""
+        self.usage = usage
+        """Tokens the run spent, every attempt included (``None`` when not known)."""
+        self.finish_reason = finish_reason
+        """Why the model stopped the last attempt (``stop``, ``length``, ``tool-calls``, ...)."""
 
 
 class StoreError(ToolwireError):

@@ -77,6 +77,13 @@ class InteractionStart(Envelope):
     """The agent's ``name``, if it has one."""
     parent_tool_call_id: str | None = None
     """For a sub-agent run: the parent session's tool call that started it."""
+    model: str | None = None
+    """The model the run asks (``gen_ai.request.model``)."""
+    provider_name: str | None = None
+    """Its provider as OpenTelemetry names it (``gen_ai.provider.name``: ``openai``, ``gcp.gemini``,
+    ``aws.bedrock``, ...)."""
+    output_type: Literal["json"] | None = None
+    """``json`` when the run asks the model for a JSON answer (native structured output or a grammar)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

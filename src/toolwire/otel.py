@@ -4,12 +4,16 @@ Spans are derived from the event stream by an event-bus subscriber, so they desc
 clients saw; there is no second code path. Attribute names follow the OpenTelemetry GenAI semantic
 conventions. Layout::
 
-    invoke_agent {agent}                 (gen_ai.operation.name=invoke_agent, gen_ai.conversation.id)
-    ├── chat {model}                     (one per model request: provider, request/response model, tokens)
+    invoke_agent {agent}                 (gen_ai.operation.name=invoke_agent, gen_ai.conversation.id,
+    │                                     gen_ai.provider.name, gen_ai.request.model)
+    ├── chat {model}                     (one per model request: provider, request/response model, tokens,
+    │                                     gen_ai.output.type=json when the run asks for a JSON answer)
     └── execute_tool {tool}              (gen_ai.tool.name, gen_ai.tool.call.id; error status on failure)
         └── invoke_agent {sub-agent}     (a sub-agent run nests under the tool call that delegated to it)
 
-Sub-agent events reach the parent's stream, so instrumenting the top agent covers the whole tree.
+Sub-agent events reach the parent's stream, so instrumenting the top agent covers the whole tree. A failed
+span (the run, its open model request, a tool call) has ERROR status and ``error.type``: the exception's
+class name, else the run's or the call's status (``cancelled``, ``blocked``, ``denied``, ...).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 from toolwire.errors import MissingExtraError
 from toolwire.events import (
     AgentEvent,
+    ErrorEvent,
     InteractionEnd,
     InteractionStart,
     MessagePersisted,
@@ -46,33 +51,35 @@ class _StepSpan:
     model_done_at: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _RunSpan:
+    span: Span
+    start: InteractionStart
+    """What the run asks of its model: every chat span of the run names the same provider and model."""
+
+
+def _failed(span: Span, error_type: str, description: str) -> None:
+    span.set_attribute("error.type", error_type)
+    span.set_status(Status(StatusCode.ERROR, description[:500]))
+
+
 @dataclass
 class _Instrumentation:
     tracer: trace.Tracer
-    runs: dict[str, Span] = field(default_factory=dict)
+    runs: dict[str, _RunSpan] = field(default_factory=dict)
     steps: dict[str, _StepSpan] = field(default_factory=dict)
     tools: dict[tuple[str, str], Span] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    """The exception class that ended a session's run (from its ``error`` event)."""
 
     def __call__(self, event: AgentEvent) -> None:
         match event:
             case InteractionStart():
                 self._run_start(event)
             case StepStart():
-                parent = self.runs.get(event.session_id)
-                span = self.tracer.start_span(
-                    f"chat {event.model}",
-                    context=trace.set_span_in_context(parent) if parent else None,
-                    kind=SpanKind.CLIENT,
-                    start_time=_ns(event.timestamp),
-                    attributes={
-                        "gen_ai.operation.name": "chat",
-                        "gen_ai.provider.name": event.provider or "",
-                        "gen_ai.system": event.provider or "",
-                        "gen_ai.request.model": event.model or "",
-                        "gen_ai.conversation.id": event.session_id,
-                    },
-                )
-                self.steps[event.session_id] = _StepSpan(span)
+                self._step_start(event)
+            case ErrorEvent():
+                self.errors[event.session_id] = event.error_type
             case MessagePersisted() | ToolCallActive():
                 # the model request is over once its message is stored or a tool starts
                 step = self.steps.get(event.session_id)
@@ -93,22 +100,50 @@ class _Instrumentation:
         parent: Span | None = None
         if event.parent_session_id and event.parent_tool_call_id:
             parent = self.tools.get((event.parent_session_id, event.parent_tool_call_id))
-        if parent is None and event.parent_session_id:
-            parent = self.runs.get(event.parent_session_id)
+        if parent is None and event.parent_session_id and event.parent_session_id in self.runs:
+            parent = self.runs[event.parent_session_id].span
         name = event.agent_name or "agent"
-        self.runs[event.session_id] = self.tracer.start_span(
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": name,
+            "gen_ai.conversation.id": event.session_id,
+            "toolwire.interaction_id": event.interaction_id,
+            "toolwire.user_session_id": event.user_session_id,
+        }
+        if event.provider_name:
+            attributes["gen_ai.provider.name"] = event.provider_name
+        if event.model:
+            attributes["gen_ai.request.model"] = event.model
+        self.errors.pop(event.session_id, None)
+        span = self.tracer.start_span(
             f"invoke_agent {name}",
             context=trace.set_span_in_context(parent) if parent else None,
             kind=SpanKind.INTERNAL,
             start_time=_ns(event.timestamp),
-            attributes={
-                "gen_ai.operation.name": "invoke_agent",
-                "gen_ai.agent.name": name,
-                "gen_ai.conversation.id": event.session_id,
-                "toolwire.interaction_id": event.interaction_id,
-                "toolwire.user_session_id": event.user_session_id,
-            },
+            attributes=attributes,
         )
+        self.runs[event.session_id] = _RunSpan(span, event)
+
+    def _step_start(self, event: StepStart) -> None:
+        run = self.runs.get(event.session_id)
+        start = run.start if run is not None else None
+        model = event.model or (start.model if start else None) or ""
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": (start.provider_name if start else None) or event.provider or "",
+            "gen_ai.request.model": model,
+            "gen_ai.conversation.id": event.session_id,
+        }
+        if start is not None and start.output_type:
+            attributes["gen_ai.output.type"] = start.output_type
+        span = self.tracer.start_span(
+            f"chat {model}",
+            context=trace.set_span_in_context(run.span) if run else None,
+            kind=SpanKind.CLIENT,
+            start_time=_ns(event.timestamp),
+            attributes=attributes,
+        )
+        self.steps[event.session_id] = _StepSpan(span)
 
     def _step_finish(self, event: StepFinish) -> None:
         step = self.steps.pop(event.session_id, None)
@@ -127,10 +162,10 @@ class _Instrumentation:
         step.span.end(end_time=_ns(step.model_done_at or event.timestamp))
 
     def _tool_start(self, event: ToolCallActive) -> None:
-        parent = self.runs.get(event.session_id)
+        run = self.runs.get(event.session_id)
         self.tools[(event.session_id, event.tool_call_id)] = self.tracer.start_span(
             f"execute_tool {event.tool_name}",
-            context=trace.set_span_in_context(parent) if parent else None,
+            context=trace.set_span_in_context(run.span) if run else None,
             kind=SpanKind.INTERNAL,
             start_time=_ns(event.started_at or event.timestamp),
             attributes={
@@ -148,18 +183,23 @@ class _Instrumentation:
             return
         span.set_attribute("toolwire.tool.status", event.status)
         if event.is_error:
-            span.set_status(Status(StatusCode.ERROR, str(event.output)[:500]))
+            _failed(span, event.status if event.status != "ok" else "_OTHER", str(event.output))
         span.end(end_time=_ns(event.timestamp))
 
     def _run_end(self, event: InteractionEnd) -> None:
         for key in [k for k in self.tools if k[0] == event.session_id]:  # never leave a span open
             self.tools.pop(key).end(end_time=_ns(event.timestamp))
+        error_type = self.errors.pop(event.session_id, None)
+        failed = event.status not in ("completed", "paused")  # a paused run waits for a person: no error
         step = self.steps.pop(event.session_id, None)
         if step is not None:
-            step.span.end(end_time=_ns(event.timestamp))
-        span = self.runs.pop(event.session_id, None)
-        if span is None:
+            if failed and step.model_done_at is None:  # the run ended during the model request
+                _failed(step.span, error_type or event.status, event.error or event.status)
+            step.span.end(end_time=_ns(step.model_done_at or event.timestamp))
+        run = self.runs.pop(event.session_id, None)
+        if run is None:
             return
+        span = run.span
         span.set_attributes(
             {
                 "gen_ai.usage.input_tokens": event.usage.input_tokens,
@@ -167,8 +207,8 @@ class _Instrumentation:
                 "toolwire.status": event.status,
             }
         )
-        if event.status not in ("completed", "paused"):  # a paused run waits for a person: no error
-            span.set_status(Status(StatusCode.ERROR, event.error or event.status))
+        if failed:
+            _failed(span, error_type or event.status, event.error or event.status)
         span.end(end_time=_ns(event.timestamp))
 
 

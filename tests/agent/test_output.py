@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 from typing import Any
 
 import pytest
@@ -176,3 +177,32 @@ async def test_raw_json_schema_violations_are_reported() -> None:
     result = await Agent(model, output_type=schema).run("go")
     assert result.output == {"n": 1}
     assert "'x' is not of type 'integer'" in model.requests[1].messages[-1].tool_results[0].output
+
+
+class Row(BaseModel):
+    id: int
+    name: str
+    tags: list[str]
+
+
+class Table(BaseModel):
+    rows: list[Row]
+
+
+@pytest.mark.parametrize("mode", ["native", "tool"])
+async def test_partial_objects_of_a_long_answer_cost_a_bounded_multiple_of_its_length(mode: str) -> None:
+    """Each snapshot is validated and serialised whole: one per 20-character delta made a 64 KB object
+    cost ~100 MB of snapshots (quadratic). Now their total size stays a small multiple of the object's,
+    the partials still grow monotonically, and the last one is the whole object."""
+    table = Table(rows=[Row(id=i, name=f"item-{i}", tags=["alpha", "beta"]) for i in range(1300)])
+    text = table.model_dump_json()
+    assert len(text) > 60_000
+    answer = TextPart(text) if mode == "native" else final("f", table.model_dump())
+    model = ScriptedModel([[answer]], chunk_size=20)
+    events = [e async for e in Agent(model, output_type=Table, output_mode=mode).stream("go")]  # type: ignore[arg-type]
+    partials = [e.partial for e in events if isinstance(e, OutputPartial)]
+    assert partials[-1] == table.model_dump()
+    sizes = [len(p.get("rows", [])) for p in partials]
+    assert sizes == sorted(sizes) and len(partials) > 20  # small objects still stream delta by delta
+    emitted = sum(len(json.dumps(p)) for p in partials)
+    assert emitted < 12 * len(text), (len(partials), emitted)

@@ -615,7 +615,8 @@ async def test_tool_choice(choice: str, parallel: bool | None, wire: dict[str, A
     ]
     assert sent["system"] == "you are a bot\n\nbe brief"
     assert (sent["stop_sequences"], sent["top_p"]) == (["END"], 0.5)
-    assert sent["output_config"] == {"format": {"type": "json_schema", "schema": {"type": "object"}}}
+    closed = {"type": "object", "additionalProperties": False}  # Anthropic takes closed objects only
+    assert sent["output_config"] == {"format": {"type": "json_schema", "schema": closed}}
     assert response.warnings == ("seed is not supported by Anthropic and was ignored",)
 
 

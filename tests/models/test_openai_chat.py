@@ -609,9 +609,15 @@ def test_per_call_extra_content_round_trips() -> None:
 
 
 def test_output_schema_is_strict_only_when_openai_strict_mode_accepts_it() -> None:
-    loose = {"type": "object", "properties": {"city": {"type": "string"}}}
-    body = _body(ModelRequest(messages=[Message.user("x")], output_schema=loose))
+    free_form = {"type": "object", "additionalProperties": {"type": "integer"}}  # a dict[str, int]
+    body, warnings = OpenAIChatModel("gpt-4o", api_key="k").build_body(
+        ModelRequest(messages=[Message.user("x")], output_schema=free_form)
+    )
     assert body["response_format"]["json_schema"]["strict"] is False
+    assert body["response_format"]["json_schema"]["schema"] == free_form
+    assert warnings == [
+        "strict structured output is off: the root has free-form keys (additionalProperties) and cannot be closed"
+    ]
 
 
 def test_instructions_settings_and_output_schema() -> None:

@@ -430,6 +430,8 @@ async def test_step_lifecycle_records_pending_calls_then_results(store: SQLStore
             finish_reason="tool-calls",
             started_at=10.0,
             finished_at=11.5,
+            provider="openai",
+            model="gpt-4.1",
         )
     ]
 

@@ -157,9 +157,7 @@ class Agent(Generic[DepsT, OutputT]):
         self.output_retries = output_retries
         self._output_type = output_type
         self._output_mode: OutputMode = output_mode
-        self.output_spec: OutputSpec | None = (
-            build_output_spec(output_type, self.model, output_mode) if output_type is not None else None
-        )
+        self.output_spec: OutputSpec | None = build_output_spec(output_type, self.model, output_mode)
         self._store_spec = store
         self._store: Store | None = store if isinstance(store, Store) else None
         self._store_lock = asyncio.Lock()
@@ -216,8 +214,7 @@ class Agent(Generic[DepsT, OutputT]):
             twin.model = infer_model(model)
             if not self._driver_given:
                 twin.driver = _default_driver(twin.model)
-            if self._output_type is not None:
-                twin.output_spec = build_output_spec(self._output_type, twin.model, self._output_mode)
+            twin.output_spec = build_output_spec(self._output_type, twin.model, self._output_mode)
         if store is not None:
             twin._store_spec = store
             twin._store = store if isinstance(store, Store) else None

@@ -53,6 +53,8 @@ def repair_history(
         i += 1
         if message.role == "tool":
             continue  # consumed together with its assistant message below; orphans are dropped
+        if message.role == "assistant" and not message.parts:
+            continue  # an empty answer: stored for its usage, never sent (providers refuse empty turns)
         out.append(message)
         calls = (
             [c for c in message.tool_calls if not c.provider_executed] if message.role == "assistant" else []

@@ -117,11 +117,33 @@ class RunResult(Generic[OutputT]):
     """The final assistant text (also when ``output`` is a structured object)."""
     step_models: list[tuple[str | None, str | None]] = field(default_factory=list)
     """(provider, model) that answered each step, parallel to ``step_usage``."""
+    sub_agent_steps: list[tuple[str | None, str | None, Usage]] = field(default_factory=list)
+    """(provider, model, usage) of every model request the run's sub-agents made (theirs included), kept
+    apart from this run's own steps: ``usage`` and ``cost`` are this agent's, ``total_*`` add these."""
 
     @property
     def cost(self) -> Decimal | None:
-        """Estimated USD cost over every step (``None`` when a model's price is unknown)."""
+        """Estimated USD cost over this agent's own steps (``None`` when a model's price is unknown)."""
         return total_cost((p, m, u) for (p, m), u in zip(self.step_models, self.step_usage, strict=True))
+
+    @property
+    def sub_agent_usage(self) -> Usage:
+        """Tokens and requests of the run's sub-agents (at any depth)."""
+        return sum((u for _, _, u in self.sub_agent_steps), Usage())
+
+    @property
+    def sub_agent_cost(self) -> Decimal | None:
+        return total_cost(self.sub_agent_steps)
+
+    @property
+    def total_usage(self) -> Usage:
+        """This agent's usage and its sub-agents'."""
+        return self.usage + self.sub_agent_usage
+
+    @property
+    def total_cost(self) -> Decimal | None:
+        own, sub = self.cost, self.sub_agent_cost
+        return None if own is None or sub is None else own + sub
 
 
 @dataclass(slots=True)
@@ -191,6 +213,7 @@ class AgentRun(Generic[OutputT]):
         self._new_messages: list[Message] = []
         self._executions: list[ToolExecution] = []
         self._step_usage: list[Usage] = []
+        self._sub_steps: list[tuple[str | None, str | None, Usage]] = []
         self._step_models: list[tuple[str | None, str | None]] = []
         self._gate = Gate(config.registry, frozenset())  # set when the run starts (its tools known)
         self._waiting: list[Waiting] = []
@@ -240,6 +263,8 @@ class AgentRun(Generic[OutputT]):
         config = self.config
         await config.registry.prepare()  # tool sources such as MCP servers connect first
         self._tools = config.registry.definitions(enabled=self._enabled_tools, exclude=self._exclude_tools)
+        if self._output is not None:  # the output mode may depend on whether the run has tools (Gemini 2.x)
+            self._output.spec = self._output.spec.for_tools(bool(self._tools))
         executor = config.executor(frozenset(t.name for t in self._tools))
         parent_store = self._parent_run.store if self._parent_run is not None else None
         # A sub-agent without a store of its own records beside its caller.
@@ -274,6 +299,9 @@ class AgentRun(Generic[OutputT]):
                 prompt=self.prompt,
                 agent_name=config.name,
                 parent_tool_call_id=self.parent_tool_call_id,
+                model=config.model.model_name,
+                provider_name=config.model.otel_provider_name,
+                output_type="json" if self._output and self._output.spec.output_schema is not None else None,
             )
             if opened.awaited or self.approvals or self.tool_outputs or not self._new_turn:
                 async with aclosing(self._answer(opened.awaited, executor)) as answer_events:
@@ -359,16 +387,18 @@ class AgentRun(Generic[OutputT]):
             if self._gate.names
             else {}
         )
+        # Stored even when empty: its usage was billed (the step row keeps it for pricing); history
+        # repair leaves an empty answer out of what is sent.
+        await recorder.begin_step(step, assistant, calls, finish.usage, finish.reason, held)
         if assistant.parts:
-            await recorder.begin_step(step, assistant, calls, finish.usage, finish.reason, held)
             self._history.append(assistant)
             self._new_messages.append(assistant)
             yield recorder.event(MessagePersisted, message_id=assistant.id, role="assistant")
         outcomes: dict[str, ToolOutcome] = {}
-        accepted, output_error = NOTHING, ""
+        accepted, output_errors = NOTHING, list[str]()
         if calls:
             if self._output is not None and self._output.spec.mode == "tool":
-                accepted, output_error, settled = self._output.settle(calls)
+                accepted, output_errors, settled = self._output.settle(calls)
                 for outcome in settled.values():
                     await recorder.complete(outcome)
                     outcomes[outcome.call.tool_call_id] = outcome
@@ -403,7 +433,8 @@ class AgentRun(Generic[OutputT]):
         self._raise_for_outcomes(calls, outcomes)
         if waiting:
             return  # the run pauses: calls wait for a person
-        async with aclosing(self._decide(assistant, calls, accepted, output_error)) as events:
+        decision = self._decide(assistant, calls, accepted, output_errors, finish.reason)
+        async with aclosing(decision) as events:
             async for event in events:
                 yield event
 
@@ -598,13 +629,21 @@ class AgentRun(Generic[OutputT]):
                                 yield self._complete_event(item.outcome)
                         case _Unnumbered():
                             yield recorder.event(item.cls, **item.fields)
+                        case StepFinish():  # a sub-agent's (or deeper) model request: it rolls up here
+                            self._sub_steps.append((item.provider, item.model, item.usage))
+                            yield item
                         case _:
                             yield item  # a sub-agent's event: numbered in its own session
         finally:
             self._inbox = None
 
     async def _decide(
-        self, assistant: Message, calls: list[ToolCallPart], accepted: Any, output_error: str
+        self,
+        assistant: Message,
+        calls: list[ToolCallPart],
+        accepted: Any,
+        output_errors: list[str],
+        finish_reason: str,
     ) -> AsyncGenerator[AgentEvent, None]:
         """Is the run done? Without an output type: when the model stopped calling tools. With one: when a
         valid object arrived; an invalid one is re-prompted at most ``output_retries`` times."""
@@ -615,20 +654,22 @@ class AgentRun(Generic[OutputT]):
                 self._done = True
             return
         if accepted is NOTHING and not calls:
-            accepted, output_error = output.parse_text(assistant.text)
+            accepted, output_errors = output.parse_text(assistant.text)
         if accepted is not NOTHING:
             self._output_value, self._text_output = accepted, assistant.text
             self._done = True
             assert self._recorder is not None
             yield self._recorder.event(OutputAvailable, output=to_jsonable_python(accepted, fallback=str))
             return
-        if not output_error:
+        if not output_errors:
             return  # real tools ran; the model continues
-        failure = output.rejected(assistant, output_error)
+        failure = output.rejected(
+            assistant, output_errors, usage=sum(self._step_usage, Usage()), finish_reason=finish_reason
+        )
         if failure is not None:
             raise failure
         if not calls:  # the model answered in text: tell it what was wrong (stored like any turn)
-            await self._append(output.retry_message(output_error, self.session_id))
+            await self._append(output.retry_message(output_errors, self.session_id))
 
     # -- helpers -----------------------------------------------------------------------------------
 
@@ -662,7 +703,7 @@ class AgentRun(Generic[OutputT]):
             tool_choice=choice,
             instructions=config.instructions,
             settings=config.model_settings,
-            output_schema=spec.schema if spec is not None and spec.mode != "tool" else None,
+            output_schema=spec.output_schema if spec is not None else None,
             output_schema_name=spec.name if spec is not None else "output",
         )
 
@@ -749,5 +790,6 @@ class AgentRun(Generic[OutputT]):
             usage=total,
             step_usage=self._step_usage,
             step_models=self._step_models,
+            sub_agent_steps=self._sub_steps,
             steps=len(self._step_usage),
         )

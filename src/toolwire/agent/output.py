@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -15,13 +16,16 @@ from pydantic_core import to_jsonable_python
 
 from toolwire._partial_json import PartialJSONParser
 from toolwire.errors import ConfigError, NoObjectGenerated
-from toolwire.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from toolwire.messages import Message, TextPart, ToolCallPart, ToolResultPart, Usage
+from toolwire.models._strict_schema import allows_null
 from toolwire.models.base import (
     Model,
     ModelStreamPart,
     TextDelta,
+    TextEnd,
     ToolDefinition,
     ToolInputDelta,
+    ToolInputEnd,
     ToolInputStart,
 )
 from toolwire.tools.executor import ToolOutcome
@@ -29,6 +33,11 @@ from toolwire.tools.executor import ToolOutcome
 OutputMode: TypeAlias = Literal["auto", "native", "tool", "grammar"]
 FINAL_RESULT_TOOL = "final_result"
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+_WRAPPER_KEY = "result"
+_EVERY_DELTA_UNTIL = 1024
+"""Partial objects: every delta emits one while the object is this small (characters); past it, one is
+emitted when the text has grown by a quarter since the last, so the snapshots of a long object add up to
+about five times its length (each is validated and serialised whole) instead of one per delta."""
 
 
 class OutputValidationError(ValueError):
@@ -44,23 +53,54 @@ class OutputSpec:
     """How a run's final output is requested and checked."""
 
     schema: dict[str, Any]
-    """JSON schema of the output (what native structured output and grammars receive)."""
+    """JSON schema of the output type itself (what a grammar receives; see :attr:`request_schema`)."""
     name: str
     mode: Literal["native", "tool", "grammar"]
     wrapped: bool
-    """Tool mode only: a non-object schema is wrapped as ``{"result": ...}`` because tool args are objects."""
+    """A non-object output (``list[int]``, a union, ``int``) travels as ``{"result": ...}``: tool arguments
+    and OpenAI's / Anthropic's native formats take objects only. Unwrapped on the way back."""
     _validate: Callable[[Any], Any]
     _validate_partial: Callable[[Any], Any] | None
+    optional_properties: bool = True
+    """Whether some object of the schema has an optional, not nullable property (whose ``null`` a strict
+    mode's answer may carry; see :func:`drop_added_nulls`). When none has, values are not walked."""
+    mode_with_tools: Literal["native", "tool", "grammar"] | None = None
+    """The mode when the run has tools, if the model cannot combine its native mode with them (Gemini
+    2.x rejects function declarations beside ``responseMimeType: application/json``)."""
+
+    @property
+    def request_schema(self) -> dict[str, Any]:
+        """The schema sent to the provider (native mode) or as the ``final_result`` parameters."""
+        return _wrap(self.schema) if self.wrapped else self.schema
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        """``ModelRequest.output_schema``: what the provider enforces (native) or the grammar constrains;
+        ``None`` in tool mode (the ``final_result`` tool carries the schema)."""
+        if self.mode == "tool":
+            return None
+        return self.request_schema if self.mode == "native" else self.schema
+
+    def for_tools(self, has_tools: bool) -> OutputSpec:
+        """The spec for a run with (or without) tools."""
+        if has_tools and self.mode_with_tools is not None and self.mode_with_tools != self.mode:
+            return dataclasses.replace(self, mode=self.mode_with_tools)
+        return self
 
     def tool_definition(self) -> ToolDefinition:
-        params = {"type": "object", "properties": {"result": self.schema}, "required": ["result"]}
         return ToolDefinition(
             name=FINAL_RESULT_TOOL,
             description="Give the final result. Call this once you have everything needed; it ends the run.",
-            parameters=params if self.wrapped else self.schema,
+            parameters=self.request_schema,
         )
 
+    def unwrap(self, value: Any) -> Any:
+        if self.wrapped and isinstance(value, dict) and _WRAPPER_KEY in value:
+            return value[_WRAPPER_KEY]
+        return value
+
     def validate(self, value: Any) -> Any:
+        value = self._without_added_nulls(value)
         try:
             return self._validate(value)
         except ValidationError as exc:
@@ -76,12 +116,15 @@ class OutputSpec:
         if self._validate_partial is None:
             return value
         try:
-            return self._validate_partial(value)
+            return self._validate_partial(self._without_added_nulls(value))
         except (ValidationError, ValueError):
             return value
 
+    def _without_added_nulls(self, value: Any) -> Any:
+        return drop_added_nulls(value, self.schema, self.schema) if self.optional_properties else value
+
     def from_tool_args(self, args: dict[str, Any]) -> Any:
-        return self.validate(args.get("result") if self.wrapped else args)
+        return self.validate(self.unwrap(args))
 
     def from_text(self, text: str) -> Any:
         body = text.strip()
@@ -91,15 +134,90 @@ class OutputSpec:
         try:
             value = json.loads(body)
         except ValueError as exc:
-            raise OutputValidationError(
-                f"the answer is not valid JSON ({exc}); answer with a JSON value matching the schema only",
-                [f"invalid JSON: {exc}"],
-            ) from exc
-        return self.validate(value)
+            message = (
+                f"the answer is not valid JSON ({exc}); answer with a JSON value matching the schema only"
+            )
+            raise OutputValidationError(message, [message]) from exc
+        return self.validate(self.unwrap(value))
 
 
-def build_output_spec(output_type: Any, model: Model, mode: OutputMode = "auto") -> OutputSpec:
-    """A spec for a pydantic model, TypedDict, dataclass, other type, a list of alternatives, or a JSON schema dict."""
+def _wrap(schema: dict[str, Any]) -> dict[str, Any]:
+    """``{"result": schema}`` as a closed object; ``$defs`` move to the root, where ``#/$defs/..`` points."""
+    inner = {k: v for k, v in schema.items() if k != "$defs"}
+    wrapper: dict[str, Any] = {
+        "type": "object",
+        "properties": {_WRAPPER_KEY: inner},
+        "required": [_WRAPPER_KEY],
+        "additionalProperties": False,
+    }
+    if "$defs" in schema:
+        wrapper["$defs"] = schema["$defs"]
+    return wrapper
+
+
+def drop_added_nulls(value: Any, schema: Any, root: dict[str, Any]) -> Any:
+    """``value`` without the ``null`` of properties the schema leaves optional and not nullable: strict
+    modes make such properties required and nullable (``models._strict_schema``), so ``null`` there means
+    "not given" and the type's default applies."""
+    schema = _resolve(schema, root)
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, dict) and "properties" not in schema:
+        # ``Place | None`` and the like: the one object alternative, when there is exactly one
+        objects = [r for b in schema.get("anyOf", ()) if _is_object(r := _resolve(b, root))]
+        if len(objects) == 1:
+            schema = objects[0]
+    if isinstance(value, dict):
+        properties = schema.get("properties")
+        if not isinstance(properties, dict):
+            return value
+        required = set(schema.get("required", ()))
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            sub = properties.get(key)
+            if sub is None:
+                out[key] = item
+            elif item is None and key not in required and not allows_null(_resolve(sub, root)):
+                continue
+            else:
+                out[key] = drop_added_nulls(item, sub, root)
+        return out
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [drop_added_nulls(item, schema["items"], root) for item in value]
+    return value
+
+
+def _is_object(schema: Any) -> bool:
+    return isinstance(schema, dict) and isinstance(schema.get("properties"), dict)
+
+
+def _has_optional(schema: Any) -> bool:
+    if isinstance(schema, list):
+        return any(_has_optional(s) for s in schema)
+    if not isinstance(schema, dict):
+        return False
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        required = set(schema.get("required", ()))
+        if any(name not in required and not allows_null(sub) for name, sub in properties.items()):
+            return True
+    return any(
+        _has_optional(v) for k, v in schema.items() if k not in ("enum", "const", "default", "examples")
+    )
+
+
+def _resolve(schema: Any, root: dict[str, Any]) -> Any:
+    ref = schema.get("$ref") if isinstance(schema, dict) else None
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return root.get("$defs", {}).get(ref.removeprefix("#/$defs/"), schema)
+    return schema
+
+
+def build_output_spec(output_type: Any, model: Model, mode: OutputMode = "auto") -> OutputSpec | None:
+    """A spec for a pydantic model, TypedDict, dataclass, other type, a list of alternatives, or a JSON schema
+    dict; ``None`` for ``str`` (and ``None``): the output is the final text, answered as plain text."""
+    if output_type is None or output_type is str:
+        return None
     validate_partial: Callable[[Any], Any] | None = None
     if isinstance(output_type, dict):
         schema = output_type
@@ -122,8 +240,21 @@ def build_output_spec(output_type: Any, model: Model, mode: OutputMode = "auto")
             return adapter.validate_python(value, experimental_allow_partial=True)
 
     resolved = _resolve_mode(mode, model)
-    wrapped = schema.get("type") != "object" or "anyOf" in schema or "oneOf" in schema
-    return OutputSpec(schema, _tool_safe(name), resolved, wrapped, validate, validate_partial)
+    with_tools: Literal["tool"] | None = None
+    if mode == "auto" and resolved == "native" and not model.native_output_with_tools:
+        with_tools = "tool"
+    not_object = schema.get("type") != "object" or "anyOf" in schema or "oneOf" in schema
+    wrapped = not_object and resolved != "grammar"
+    return OutputSpec(
+        schema,
+        _tool_safe(name),
+        resolved,
+        wrapped,
+        validate,
+        validate_partial,
+        optional_properties=_has_optional(schema),
+        mode_with_tools=with_tools,
+    )
 
 
 def _resolve_mode(mode: OutputMode, model: Model) -> Literal["native", "tool", "grammar"]:
@@ -172,47 +303,70 @@ class OutputPolicy:
         self._parser: PartialJSONParser | None = None
         self._call: str | None = None
         self._last: Any = None
+        self._fed = 0
+        self._unsent = 0
 
     # -- partial objects while the model streams ----------------------------------------------------
 
     def reset_partial(self) -> None:
         self._parser, self._call, self._last = None, None, None
+        self._fed = self._unsent = 0
 
     def partial(self, part: ModelStreamPart) -> Any | None:
-        """The validated partial object after ``part`` (JSON-ready), or ``None`` when nothing changed."""
-        spec = self.spec
-        fragment = None
-        if spec.mode == "tool":
-            if isinstance(part, ToolInputStart) and part.tool_name == FINAL_RESULT_TOOL:
-                self._call, self._parser = part.tool_call_id, PartialJSONParser()
-            elif isinstance(part, ToolInputDelta) and part.tool_call_id == self._call:
-                fragment = part.delta
-        elif isinstance(part, TextDelta):
-            if self._parser is None:
-                self._parser = PartialJSONParser()
-            fragment = part.delta
-        if fragment is None or self._parser is None:
+        """The validated partial object after ``part`` (JSON-ready), or ``None`` when none is due.
+
+        Each fragment is parsed once (incrementally); a snapshot is taken for every delta of a small
+        object and at a geometric pace for a long one (see ``_EVERY_DELTA_UNTIL``), and always at the end
+        of the text or the ``final_result`` call, so the last partial is the whole object."""
+        fragment, end = self._fragment(part)
+        if self._parser is None or (fragment is None and not end):
             return None
-        try:
-            self._parser.feed(fragment)
-        except ValueError:
-            self._parser = None  # not JSON after all; the final check reports it
+        if fragment:
+            try:
+                self._parser.feed(fragment)
+            except ValueError:
+                self._parser = None  # not JSON after all; the final check reports it
+                return None
+            self._fed += len(fragment)
+            self._unsent += len(fragment)
+        if not self._unsent or not (end or self._fed <= _EVERY_DELTA_UNTIL or self._unsent * 4 >= self._fed):
             return None
+        self._unsent = 0
         value = self._parser.value()
-        if spec.mode == "tool" and spec.wrapped:
-            value = value.get("result") if isinstance(value, dict) else None
+        if self.spec.wrapped:
+            value = value.get(_WRAPPER_KEY) if isinstance(value, dict) else None
         if value is None or value == self._last:
             return None
         self._last = value
-        return to_jsonable_python(spec.validate_partial(value), fallback=str)
+        return to_jsonable_python(self.spec.validate_partial(value), fallback=str)
+
+    def _fragment(self, part: ModelStreamPart) -> tuple[str | None, bool]:
+        """The JSON text ``part`` adds to the output, and whether it ends it."""
+        if self.spec.mode == "tool":
+            match part:
+                case ToolInputStart() if part.tool_name == FINAL_RESULT_TOOL:
+                    self._call, self._parser = part.tool_call_id, PartialJSONParser()
+                case ToolInputDelta() if part.tool_call_id == self._call:
+                    return part.delta, False
+                case ToolInputEnd() if part.tool_call_id == self._call:
+                    return None, True
+            return None, False
+        match part:
+            case TextDelta():
+                if self._call is None:  # the first delta of the answer: parse the text as JSON
+                    self._call, self._parser = "", PartialJSONParser()
+                return part.delta, False
+            case TextEnd():
+                return None, True
+        return None, False
 
     # -- the end of a step --------------------------------------------------------------------------
 
-    def settle(self, calls: Sequence[ToolCallPart]) -> tuple[Any, str, dict[str, ToolOutcome]]:
-        """Validate ``final_result`` calls: ``(value or NOTHING, last error, settled outcomes)``. When one
-        is valid, the step's other calls are settled too (not executed: the result ended the run)."""
+    def settle(self, calls: Sequence[ToolCallPart]) -> tuple[Any, list[str], dict[str, ToolOutcome]]:
+        """Validate ``final_result`` calls: ``(value or NOTHING, the last errors, settled outcomes)``. When
+        one is valid, the step's other calls are settled too (not executed: the result ended the run)."""
         accepted: Any = NOTHING
-        error = ""
+        errors: list[str] = []
         outcomes: dict[str, ToolOutcome] = {}
         now = time.time()
         for call in calls:
@@ -221,7 +375,7 @@ class OutputPolicy:
             try:
                 value = self.spec.from_tool_args(call.args)
             except OutputValidationError as exc:
-                error = str(exc)
+                errors = exc.errors
                 output, is_error = (
                     f"Invalid final result: {exc}. Call {FINAL_RESULT_TOOL} again, fixed.",
                     True,
@@ -237,34 +391,40 @@ class OutputPolicy:
                     outcomes[call.tool_call_id] = _settled(
                         call, "Not executed: the final result ended the run.", True, now
                     )
-        return accepted, error, outcomes
+        return accepted, errors, outcomes
 
-    def parse_text(self, text: str) -> tuple[Any, str]:
-        """A text answer: ``(value or NOTHING, error)``."""
+    def parse_text(self, text: str) -> tuple[Any, list[str]]:
+        """A text answer: ``(value or NOTHING, errors)``."""
         if self.spec.mode == "tool":
             return (
                 NOTHING,
-                f"no {FINAL_RESULT_TOOL} call: the answer must be given by calling {FINAL_RESULT_TOOL}",
+                [f"no {FINAL_RESULT_TOOL} call: the answer must be given by calling {FINAL_RESULT_TOOL}"],
             )
         try:
-            return self.spec.from_text(text), ""
+            return self.spec.from_text(text), []
         except OutputValidationError as exc:
-            return NOTHING, str(exc)
+            return NOTHING, exc.errors
 
-    def rejected(self, message: Message, error: str) -> NoObjectGenerated | None:
-        """Count an invalid answer; the error to raise once the retries are spent, else ``None``."""
+    def rejected(
+        self, message: Message, errors: list[str], *, usage: Usage, finish_reason: str | None
+    ) -> NoObjectGenerated | None:
+        """Count an invalid answer; the error to raise once the retries are spent, else ``None``.
+        ``usage`` is the run's so far (every attempt was billed)."""
         self.attempts += 1
         if self.attempts <= self.retries:
             return None
         finals = [c.args_json for c in message.tool_calls if c.tool_name == FINAL_RESULT_TOOL]
         return NoObjectGenerated(
-            f"no valid {self.spec.name} after {self.attempts} attempt(s): {error}",
+            f"no valid {self.spec.name} after {self.attempts} attempt(s): {'; '.join(errors)}",
             raw_output=finals[-1] if finals else message.text,
-            errors=[error],
+            errors=errors,
+            usage=usage,
+            finish_reason=finish_reason,
         )
 
-    def retry_message(self, error: str, session_id: str) -> Message:
+    def retry_message(self, errors: list[str], session_id: str) -> Message:
         """The user turn that tells the model what was wrong with its text answer (stored like any turn)."""
+        error = "; ".join(errors)
         if self.spec.mode == "tool":
             text = f"Your answer was not accepted: {error}. Call {FINAL_RESULT_TOOL} with the result."
         else:

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from toolwire.cli._output import clip, console, read_line, render_history
 from toolwire.errors import ToolwireError
-from toolwire.messages import Message
+from toolwire.messages import Message, Usage
 from toolwire.pricing import total_cost
 from toolwire.store import DEFAULT_URL, SessionInfo, SessionReader, Store, open_store
 
@@ -110,23 +110,31 @@ async def show_session(args: argparse.Namespace) -> int:
         if info.title:
             console.print(Text.assemble(("title:", "bold"), " ", info.title), soft_wrap=True)
         render_history(history, console)
-        usage = info.usage
-        cost = await _session_cost(store, info.id, history)
-        totals = f"usage: {usage.input_tokens} input + {usage.output_tokens} output tokens, {usage.requests} request(s)"
-        console.print(Text(totals + cost, style="dim"), soft_wrap=True)
+        own = await _priced(store, [info])
+        lines = [f"usage: {own}"]
+        tree = await store.list_sessions(user_session_id=info.user_session_id or info.id, limit=_TREE_LIMIT)
+        subs = [s for s in tree if s.id.startswith(f"{info.id}.")]  # its sub-agents, at any depth
+        if subs:
+            lines.append(f"sub-agents: {await _priced(store, subs)}")
+            lines.append(f"total: {await _priced(store, [info, *subs])}")
+        console.print(Text("\n".join(lines), style="dim"), soft_wrap=True)
     return 0
 
 
-async def _session_cost(store: SessionReader, session_id: str, history: Sequence[Message]) -> str:
-    """ ", cost $X" from the per-step usage kept on stored steps, priced per answering model."""
-    by_id = {m.id: m for m in history}
-    priced = [
-        (by_id[s.message_id].provider, by_id[s.message_id].model, s.usage)
-        for s in await store.steps(session_id)
-        if s.message_id in by_id
-    ]
-    cost = total_cost(priced)
-    return ", cost unknown (no price for a model)" if cost is None else f", cost ${cost:.6f}"
+_TREE_LIMIT = 100_000
+
+
+async def _priced(store: SessionReader, sessions: Sequence[SessionInfo]) -> str:
+    """Usage totals of ``sessions`` and their cost, priced per answering model from the usage kept on
+    every stored step (an empty answer's too: it was billed)."""
+    usage = Usage()
+    steps: list[tuple[str | None, str | None, Usage]] = []
+    for info in sessions:
+        usage = usage + info.usage
+        steps.extend((s.provider, s.model, s.usage) for s in await store.steps(info.id))
+    cost = total_cost(steps)
+    priced = ", cost unknown (no price for a model)" if cost is None else f", cost ${cost:.6f}"
+    return f"{usage.input_tokens} input + {usage.output_tokens} output tokens, {usage.requests} request(s){priced}"
 
 
 async def delete_session(args: argparse.Namespace) -> int:

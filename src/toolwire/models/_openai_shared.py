@@ -14,6 +14,7 @@ from toolwire.models._catalog import Preset, get_preset, tool_choice_kind
 from toolwire.models._http import Exchange, HTTPModel, Json, WireParser
 from toolwire.models._metadata import RoundTrip, read_back
 from toolwire.models._providers import OPENAI, preset_endpoint
+from toolwire.models._strict_schema import close_schema
 from toolwire.models.base import FinishReason, ModelRequest, StreamError
 
 PROVIDER = "openai"
@@ -35,6 +36,15 @@ _RETRYABLE_CODES = frozenset(
 )
 
 
+_OTEL_NAMES = {
+    "xai": "x_ai",
+    "mistral": "mistral_ai",
+    "azure": "azure.ai.openai",
+    "azure-responses": "azure.ai.openai",
+}
+"""Presets whose OpenTelemetry ``gen_ai.provider.name`` differs from the preset's name."""
+
+
 class OpenAIWireModel(HTTPModel):
     """The base of both OpenAI adapters: OpenAI's key rule (``_providers.OPENAI``) or a preset's
     (``_catalog``), bearer auth, and one ``POST {base_url}{path}`` of the body the wire builds."""
@@ -46,6 +56,14 @@ class OpenAIWireModel(HTTPModel):
     preset: Preset | None = None
     """The provider preset (``groq``, ``ollama``...): its URL, key variable and quirks. Set before
     ``super().__init__()``, which resolves the credentials."""
+
+    @property
+    def otel_provider_name(self) -> str:
+        """``openai``; a preset's provider by its well-known OpenTelemetry name where it has one, else by
+        the preset's own name (``ollama``, ``vllm``, ...)."""
+        if self.preset is None:
+            return PROVIDER
+        return _OTEL_NAMES.get(self.preset.name, self.preset.name)
 
     def _use_preset(self, preset: str | Preset | None) -> None:
         self.preset = get_preset(preset) if isinstance(preset, str) else preset
@@ -247,21 +265,15 @@ def joined_text(parts: Any) -> str:
     return "".join(p.text for p in parts if isinstance(p, TextPart))
 
 
-def strict_compatible(schema: Any) -> bool:
-    """Whether OpenAI's strict structured-output mode accepts this schema: every object closes its
-    properties (``additionalProperties: false``) and requires all of them. Anything else is sent with
-    ``strict: false`` rather than rejected by the server."""
-    if isinstance(schema, list):
-        return all(strict_compatible(s) for s in schema)
-    if not isinstance(schema, dict):
-        return True
-    if schema.get("type") == "object" or "properties" in schema:
-        props = schema.get("properties", {})
-        if schema.get("additionalProperties") is not False or set(schema.get("required", [])) != set(props):
-            return False
-    return all(
-        strict_compatible(v) for k, v in schema.items() if k not in ("required", "enum", "const", "default")
-    )
+def json_schema_format(request: ModelRequest, warnings: list[str]) -> Json:
+    """The ``json_schema`` response format both wires send (Chat nests it under ``json_schema``, Responses
+    spreads it into ``text.format``): the schema closed as strict mode requires, ``strict: true`` when it
+    could be closed, else ``strict: false`` and a warning saying what stayed open."""
+    assert request.output_schema is not None
+    closed = close_schema(request.output_schema, require_all=True)
+    for problem in closed.problems:
+        warnings.append(f"strict structured output is off: {problem}")
+    return {"name": request.output_schema_name, "schema": closed.schema, "strict": not closed.problems}
 
 
 __all__ = [
@@ -274,8 +286,8 @@ __all__ = [
     "file_data_url",
     "finish_reason",
     "joined_text",
+    "json_schema_format",
     "meta",
     "openai_meta",
-    "strict_compatible",
     "usage_from",
 ]

@@ -47,6 +47,7 @@ class _Azure:
     ``api-key`` for a key, ``Authorization: Bearer`` for an Entra ID token."""
 
     _azure: AzureCredentials
+    otel_provider_name = "azure.ai.openai"
 
     def __init__(
         self,

@@ -260,6 +260,18 @@ class Model(ABC):
     supports_native_output: bool = False
     """True when ``request.output_schema`` is enforced by the provider (JSON schema structured output)."""
 
+    @property
+    def otel_provider_name(self) -> str:
+        """The provider as OpenTelemetry's ``gen_ai.provider.name`` names it (its well-known values where one
+        exists: ``openai``, ``anthropic``, ``gcp.gemini``, ``gcp.vertex_ai``, ``aws.bedrock``, ...)."""
+        return self.provider
+
+    @property
+    def native_output_with_tools(self) -> bool:
+        """Whether native structured output may be sent in a request that also has function tools (when
+        not, a run with tools asks for the output through the ``final_result`` tool)."""
+        return self.supports_native_output
+
     @abstractmethod
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
         """Stream one model response as canonical parts. Raises :class:`ProviderError` on HTTP failure."""

@@ -99,6 +99,8 @@ class MemoryStore(Store):
                 finish_reason=record.finish_reason,
                 started_at=record.started_at,
                 finished_at=record.finished_at,
+                provider=record.message.provider,
+                model=record.message.model,
             )
         )
         calls = self._calls[record.session_id]

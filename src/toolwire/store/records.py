@@ -110,6 +110,9 @@ class StoredStep:
     finish_reason: str | None
     started_at: float | None
     finished_at: float | None
+    provider: str | None = None
+    model: str | None = None
+    """Who answered the step (what its usage is priced by)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

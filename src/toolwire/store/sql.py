@@ -398,6 +398,8 @@ class SQLStore(Store):
                 finish_reason=row.finish_reason,
                 started_at=row.step_started_at,
                 finished_at=row.step_finished_at,
+                provider=row.provider,
+                model=row.model,
             )
             for row in rows
         ]

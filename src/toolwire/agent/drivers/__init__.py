@@ -61,6 +61,7 @@ class _EchoFilter:
         self.held: dict[str, list[ModelStreamPart]] = {}
         self.held_text: dict[str, list[str]] = {}
         self.undecided: set[str] = set()
+        self.prefix: dict[str, str] = {}
         self.calls: list[ToolInputEnd] = []
 
     def process(self, part: ModelStreamPart) -> list[ModelStreamPart]:
@@ -70,16 +71,13 @@ class _EchoFilter:
                 self.held[part.id] = [part]
                 self.held_text[part.id] = []
                 return []
-            case TextDelta() if part.id in self.undecided:
+            case TextDelta() if part.id in self.held:
                 self.held[part.id].append(part)
                 self.held_text[part.id].append(part.delta)
-                stripped = "".join(self.held_text[part.id]).lstrip()
-                if stripped and not stripped.startswith(("{", "```")):
-                    self.undecided.discard(part.id)  # not JSON-looking: release now and stream live
-                    self.held_text.pop(part.id)
-                    return self.held.pop(part.id)
+                if part.id in self.undecided:
+                    return self._decide(part.id, part.delta)
                 return []
-            case TextDelta() | TextEnd() if part.id in self.held:
+            case TextEnd() if part.id in self.held:
                 self.held[part.id].append(part)
                 return []
             case ToolInputEnd():
@@ -94,6 +92,21 @@ class _EchoFilter:
                 self.held.clear()
                 return [*out, part]
         return [part]
+
+    def _decide(self, part_id: str, delta: str) -> list[ModelStreamPart]:
+        """Release the text if its first visible characters do not look like JSON. Only those (three at
+        most) are looked at, once: a long JSON-looking answer held to the end costs linear time."""
+        seen = self.prefix.get(part_id, "")
+        self.prefix[part_id] = head = (seen + (delta if seen else delta.lstrip()))[:3]
+        if not head:
+            return []
+        if head.startswith("{") or head == "```":
+            self.undecided.discard(part_id)  # JSON-looking: held to the end of the step
+        elif not "```".startswith(head):
+            self.undecided.discard(part_id)  # not JSON-looking: release now and stream live
+            self.held_text.pop(part_id)
+            return self.held.pop(part_id)
+        return []
 
     def flush(self) -> list[ModelStreamPart]:
         out = [held_part for parts in self.held.values() for held_part in parts]

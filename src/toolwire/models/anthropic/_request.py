@@ -18,6 +18,7 @@ from toolwire.models._blocks import BlockHistory, tool_input
 from toolwire.models._http import Json
 from toolwire.models._metadata import ANTHROPIC, read_back
 from toolwire.models._settings import SettingNames, sampling_fields
+from toolwire.models._strict_schema import close_schema
 from toolwire.models._tool_output import blocks, content_items
 from toolwire.models.base import ModelRequest, ToolDefinition
 
@@ -91,7 +92,10 @@ def build_body(request: ModelRequest, model: Options) -> tuple[Json, list[str]]:
     if model.thinking is not None:
         body["thinking"] = dict(model.thinking)
     if request.output_schema is not None:
-        body["output_config"] = {"format": {"type": "json_schema", "schema": request.output_schema}}
+        # Anthropic takes closed objects only; optional properties stay optional.
+        closed = close_schema(request.output_schema, require_all=False)
+        warnings.extend(f"output schema not fully closed: {problem}" for problem in closed.problems)
+        body["output_config"] = {"format": {"type": "json_schema", "schema": closed.schema}}
     body.update(settings.extra)
     return body, warnings
 

@@ -57,6 +57,7 @@ class BedrockModel(HTTPModel):
     """
 
     provider = PROVIDER
+    otel_provider_name = "aws.bedrock"
 
     def __init__(
         self,

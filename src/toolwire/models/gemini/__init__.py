@@ -12,6 +12,7 @@ and reads the three response encodings:
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import AsyncGenerator, Iterable
 from typing import Any, Unpack
 
@@ -25,12 +26,25 @@ from toolwire.models.gemini._args import JsonArrayReader
 from toolwire.models.gemini._request import build_body
 from toolwire.models.gemini._stream import PROVIDER, ResponseReader
 
+_FAMILY = re.compile(r"gemini-(\d+)")
+
 
 class GeminiModel(HTTPModel):
     """A Gemini model on the Gemini API (API key) or on Vertex AI (``vertex=True``, OAuth bearer token)."""
 
     provider = PROVIDER
     supports_native_output = True
+
+    @property
+    def otel_provider_name(self) -> str:
+        return "gcp.vertex_ai" if self.vertex else "gcp.gemini"
+
+    @property
+    def native_output_with_tools(self) -> bool:
+        # Gemini 3 takes responseJsonSchema beside functionDeclarations; 2.x and older answer 400
+        # ("Function calling with a response mime type 'application/json' is unsupported").
+        family = _FAMILY.match(self.model_name.removeprefix("models/"))
+        return family is not None and int(family.group(1)) >= 3
 
     def __init__(
         self,

@@ -14,8 +14,8 @@ from toolwire.models._openai_shared import (
     as_dict,
     file_data_url,
     joined_text,
+    json_schema_format,
     openai_meta,
-    strict_compatible,
 )
 from toolwire.models._settings import SettingNames, sampling_fields
 from toolwire.models._tool_output import Media, Text, blocks, content_items, joined
@@ -49,11 +49,7 @@ def build_body(request: ModelRequest, model: OpenAIChatModel) -> tuple[Json, lis
     if request.output_schema is not None:
         body["response_format"] = {
             "type": "json_schema",
-            "json_schema": {
-                "name": request.output_schema_name,
-                "schema": request.output_schema,
-                "strict": strict_compatible(request.output_schema),
-            },
+            "json_schema": json_schema_format(request, warnings),
         }
     body["stream"] = model.stream_enabled
     if model.stream_enabled and model.include_usage:

@@ -15,8 +15,8 @@ from toolwire.models._openai_shared import (
     OpenAIHistory,
     as_dict,
     file_data_url,
+    json_schema_format,
     openai_meta,
-    strict_compatible,
 )
 from toolwire.models._settings import SettingNames, sampling_fields
 from toolwire.models._tool_output import Media, blocks, content_items
@@ -61,14 +61,7 @@ def build_body(request: ModelRequest, model: OpenAIResponsesModel) -> tuple[Json
     if model.reasoning is not None:
         body["reasoning"] = model.reasoning
     if request.output_schema is not None:
-        body["text"] = {
-            "format": {
-                "type": "json_schema",
-                "name": request.output_schema_name,
-                "schema": request.output_schema,
-                "strict": strict_compatible(request.output_schema),
-            }
-        }
+        body["text"] = {"format": {"type": "json_schema", **json_schema_format(request, warnings)}}
     body["stream"] = model.stream_enabled
     body.update(settings.extra)
     return body, warnings
