@@ -115,7 +115,7 @@ class ChatEndpoint:
         if info.parent_session_id:
             raise RequestError("sub-agent sessions take no user messages", status=403, kind="forbidden")
         store = await self.server.store()
-        approvals, outputs = client_answers(message, await store.tool_calls(session_id))
+        approvals, outputs = client_answers(message, await store.tool_calls(session_id), session_id)
         if not approvals and not outputs:
             raise ResumeError(
                 "the last message is the assistant's, but it answers no tool call this conversation "

@@ -6,7 +6,8 @@
 // Scenarios: "approve" / "deny" (ai@6: the tool-approval-request is answered with addToolApprovalResponse
 // and re-submitted by lastAssistantMessageIsCompleteWithApprovalResponses); "output" / "output-error" (a
 // client tool answered in onToolCall with addToolOutput, re-submitted by
-// lastAssistantMessageIsCompleteWithToolCalls). The client validates every chunk with its own schema
+// lastAssistantMessageIsCompleteWithToolCalls). The same scenarios answer a sub-agent's call when the
+// server's agent delegates (it arrives as a dynamic-tool part). The client validates every chunk with its own schema
 // (strict in ai@5 and ai@6.0.230): a chunk it rejects ends the chat in an error, reported here.
 
 const [pkg, url, scenario, version] = process.argv.slice(2);
@@ -57,8 +58,9 @@ const transport = new DefaultChatTransport({
 
 const approving = scenario === "approve" || scenario === "deny";
 const toolCalls = [];
+const chatId = `hitl-${pkg}-${scenario}-${Date.now()}`;
 const chat = new Chat({
-  id: `hitl-${pkg}-${scenario}-${Date.now()}`,
+  id: chatId,
   transport,
   sendAutomaticallyWhen: approving
     ? lastAssistantMessageIsCompleteWithApprovalResponses
@@ -103,6 +105,7 @@ await settle(2);
 
 process.stdout.write(
   JSON.stringify({
+    chatId,
     paused,
     messages: chat.messages,
     requests,
