@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from toolwire._text import clean_text
 from toolwire.agent._pause import pending_from_rows
 from toolwire.agent.pending import Approval, DecisionKey, Denied, ToolFailed
 from toolwire.messages import (
@@ -88,16 +89,58 @@ def last_user_text(ui_messages: list[Any]) -> str:
     last = ui_messages[-1]
     if not isinstance(last, dict) or last.get("role") != "user":
         raise RequestError("the last message must be the user's new message")
-    parts = last.get("parts")
-    if not isinstance(parts, list):
-        raise RequestError("the last message has no parts")
-    texts = [p.get("text") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
-    if not all(isinstance(t, str) for t in texts):
-        raise RequestError("a text part of the last message has no string 'text'")
-    text = "".join(t for t in texts if isinstance(t, str))
+    text = _user_text(last, "the last message")
     if not text.strip():
         raise RequestError("the last user message has no text")
     return text
+
+
+def _user_text(message: dict[str, Any], where: str) -> str:
+    parts = message.get("parts")
+    if not isinstance(parts, list):
+        raise RequestError(f"{where} has no parts")
+    texts = [p.get("text") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+    if not all(isinstance(t, str) for t in texts):
+        raise RequestError(f"a text part of {where} has no string 'text'")
+    return "".join(t for t in texts if isinstance(t, str))
+
+
+def turn_to_replace(earlier: list[Any], stored: Sequence[Message], *, replaces: bool) -> str | None:
+    """Where a known conversation is cut before the new turn, following the client's view of it.
+
+    ``earlier`` are the client's messages before its new (last) user message; ``stored`` the session's
+    messages. Their user turns are compared in order, by text (the store keeps each turn's text; the
+    client's copies of answers are never read: the store stays authoritative). When the client shows
+    fewer turns than the store — ``regenerate-message`` re-asks the last one, an edit (``sendMessage``
+    with a ``messageId``) or a truncation (``setMessages``) drops the later ones — the id of the first
+    stored turn the client no longer shows is returned: the store drops it and everything after it.
+    ``None``: nothing to cut (the client shows every stored turn, or shows none and ``replaces`` is false:
+    a client that sends only its new message keeps the conversation). A client turn that differs from
+    the stored one at the same place (an earlier message edited in place while the later ones are kept)
+    matches no flow of ``useChat``: 409 ``history_conflict``, nothing written.
+    """
+    texts = [
+        _user_text(m, f"messages[{i}]")
+        for i, m in enumerate(earlier)
+        if isinstance(m, dict) and m.get("role") == "user"
+    ]
+    turns = [m for m in stored if m.role == "user" and not _is_output_retry(m)]
+    for number, (text, turn) in enumerate(zip(texts, turns, strict=False), start=1):
+        if turn.text not in (text, clean_text(text)):
+            raise RequestError(
+                f"user message {number} differs from the stored conversation: edit the last message "
+                "(everything after it is replaced), or start a new conversation",
+                status=409,
+                kind="history_conflict",
+            )
+    if len(texts) >= len(turns) or (not texts and not replaces):
+        return None
+    return turns[len(texts)].id
+
+
+def _is_output_retry(message: Message) -> bool:
+    """A user message the loop wrote itself (asking the model to fix its structured output): no turn."""
+    return any(p.provider_metadata.get("toolwire", {}).get("output_retry") for p in message.parts)
 
 
 ANSWERED_STATES = ("approval-responded", "output-available", "output-error")

@@ -7,7 +7,8 @@
 // and re-submitted by lastAssistantMessageIsCompleteWithApprovalResponses); "output" / "output-error" (a
 // client tool answered in onToolCall with addToolOutput, re-submitted by
 // lastAssistantMessageIsCompleteWithToolCalls). The same scenarios answer a sub-agent's call when the
-// server's agent delegates (it arrives as a dynamic-tool part). The client validates every chunk with its own schema
+// server's agent delegates (it arrives as a dynamic-tool part). "edit": two turns, regenerate() the last
+// answer, then sendMessage({text, messageId}) replacing the first message. The client validates every chunk with its own schema
 // (strict in ai@5 and ai@6.0.230): a chunk it rejects ends the chat in an error, reported here.
 
 const [pkg, url, scenario, version] = process.argv.slice(2);
@@ -83,6 +84,27 @@ async function settle(count) {
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
   throw new Error(`the chat did not settle: status ${chat.status}, ${requests.length} requests`);
+}
+
+if (scenario === "edit") {
+  // Regenerate the last answer, then edit the first message (useChat's two ways of replacing a turn).
+  const texts = () => chat.messages.map((m) => `${m.role}: ${m.parts.filter((p) => p.type === "text").map((p) => p.text).join("")}`);
+  const views = [];
+  await chat.sendMessage({ text: "first" });
+  await settle(1);
+  await chat.sendMessage({ text: "second" });
+  await settle(2);
+  views.push(texts());
+  await chat.regenerate();
+  await settle(3);
+  views.push(texts());
+  await chat.sendMessage({ text: "first, edited", messageId: chat.messages[0].id });
+  await settle(4);
+  views.push(texts());
+  process.stdout.write(
+    JSON.stringify({ chatId, views, requests, status: chat.status, error: chat.error ? String(chat.error) : null }) + "\n",
+  );
+  process.exit(0);
 }
 
 const prompt = approving ? "Refund order A1" : "What time zone am I in?";
