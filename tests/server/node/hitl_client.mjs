@@ -8,8 +8,13 @@
 // client tool answered in onToolCall with addToolOutput, re-submitted by
 // lastAssistantMessageIsCompleteWithToolCalls). The same scenarios answer a sub-agent's call when the
 // server's agent delegates (it arrives as a dynamic-tool part). "edit": two turns, regenerate() the last
-// answer, then sendMessage({text, messageId}) replacing the first message. The client validates every chunk with its own schema
-// (strict in ai@5 and ai@6.0.230): a chunk it rejects ends the chat in an error, reported here.
+// answer, then sendMessage({text, messageId}) replacing the first message. The client validates every
+// chunk with its own schema (strict in ai@5 and ai@6.0.230): a chunk it rejects ends the chat in an error,
+// reported here. Environment: HITL_PROMPT (the first message), HITL_SECOND_URL (where every later request
+// goes: another replica), HITL_GATE (a path: once paused the client creates "<gate>.paused" and waits for
+// "<gate>.go").
+
+import { existsSync, writeFileSync } from "node:fs";
 
 const [pkg, url, scenario, version] = process.argv.slice(2);
 const ai = await import(pkg);
@@ -53,7 +58,9 @@ const transport = new DefaultChatTransport({
   headers,
   fetch: async (input, init) => {
     requests.push(JSON.parse(init.body));
-    return fetch(input, init);
+    // HITL_SECOND_URL: every request after the first goes to another replica of the server
+    const second = process.env.HITL_SECOND_URL;
+    return fetch(requests.length > 1 && second ? String(input).replace(url, second) : input, init);
   },
 });
 
@@ -107,10 +114,15 @@ if (scenario === "edit") {
   process.exit(0);
 }
 
-const prompt = approving ? "Refund order A1" : "What time zone am I in?";
+const prompt = process.env.HITL_PROMPT ?? (approving ? "Refund order A1" : "What time zone am I in?");
 await chat.sendMessage({ text: prompt });
 await settle(1);
 const paused = structuredClone(chat.messages);
+const gate = process.env.HITL_GATE; // paused: tell the test, wait until it says go (it may kill a replica)
+if (gate) {
+  writeFileSync(`${gate}.paused`, "");
+  while (!existsSync(`${gate}.go`)) await new Promise((resolve) => setTimeout(resolve, 25));
+}
 if (approving && chat.status === "ready") {
   const part = chat.messages.at(-1).parts.find((p) => p.state === "approval-requested");
   if (part) {
