@@ -34,13 +34,21 @@ SIGNATURE = {"google": {"thoughtSignature": "Q2lJQmNoZWNrc3VtLWhpdGw="}}
 VERSIONS = {"ai6": None, "ai6strict": "6.0.230", "ai5": "5.0.200"}
 
 
-def _script(name: str, args: dict[str, Any]) -> list[list[Any]]:
+def _script(
+    name: str,
+    args: dict[str, Any],
+    *,
+    call_id: str = "call_7",
+    texts: tuple[str, str] = ("Let me do that.", "All done."),
+    metadata: dict[str, Any] = SIGNATURE,
+) -> list[list[Any]]:
+    """A Gemini-signed call after a text, then a final text."""
     return [
         [
-            TextPart(text="Let me do that."),
-            ToolCallPart(tool_call_id="call_7", tool_name=name, args=args, provider_metadata=SIGNATURE),
+            TextPart(text=texts[0]),
+            ToolCallPart(tool_call_id=call_id, tool_name=name, args=args, provider_metadata=metadata),
         ],
-        [TextPart(text="All done.")],
+        [TextPart(text=texts[1])],
     ]
 
 
@@ -221,18 +229,13 @@ def _sub_agent_setup(name: str, args: dict[str, Any]) -> tuple[Agent[Any], Scrip
     helper_model = ScriptedModel(_script(name, args))
     helper = Agent(helper_model, name="helper", tools=[refund, browser_time_zone])
     chat_model = ScriptedModel(
-        [
-            [
-                TextPart(text="Asking the helper."),
-                ToolCallPart(
-                    tool_call_id="call_1",
-                    tool_name="helper",
-                    args={"task": "do it"},
-                    provider_metadata=PARENT_SIGNATURE,
-                ),
-            ],
-            [TextPart(text="The helper is done.")],
-        ]
+        _script(
+            "helper",
+            {"task": "do it"},
+            call_id="call_1",
+            texts=("Asking the helper.", "The helper is done."),
+            metadata=PARENT_SIGNATURE,
+        )
     )
     agent = Agent(chat_model, tools=[helper.as_tool("helper", "A helper agent.")])
     return agent, chat_model, helper_model
