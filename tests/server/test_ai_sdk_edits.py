@@ -188,3 +188,47 @@ async def test_the_rules_around_replacing_turns(store: Store) -> None:
         assert await stored() == ["user: first", f"assistant: answer {len(model.requests)} to first"]
         assert await store.tool_calls("c1") == []
         assert _texts(model.requests[-1].messages) == ["user: first"]
+
+
+async def test_only_the_owner_cuts_and_never_under_a_running_turn(store: Store) -> None:
+    """Another user's regenerate is 404 and cuts nothing; a cut while a turn runs is 409 ``session_busy``,
+    and the running turn is kept whole."""
+    release = asyncio.Event()
+
+    async def wait() -> str:
+        """Waits until the test lets it finish."""
+        await release.wait()
+        return "waited"
+
+    def respond(request: ModelRequest) -> Sequence[Part]:
+        last = request.messages[-1]
+        if last.role == "user" and last.text == "wait":
+            return [ToolCallPart(tool_call_id="call_w", tool_name="wait", args={})]
+        return [TextPart(text=f"re: {next(m.text for m in reversed(request.messages) if m.role == 'user')}")]
+
+    app = create_app(
+        Agent(ScriptedModel(respond), tools=[wait]), store=store, tokens={"ta": "alice", "tm": "mallory"}
+    )
+    u1 = _user("first", "u1")
+    async with live_server(app) as server, server.client("ta") as alice, server.client("tm") as mallory:
+        assert (await alice.post("/api/chat", json={"id": "c1", "messages": [u1]})).status_code == 200
+        foreign = await mallory.post(
+            "/api/chat", json={"id": "c1", "messages": [u1], "trigger": "regenerate-message"}
+        )
+        assert foreign.status_code == 404
+        running = await alice.post(
+            "/api/sessions/c1/messages", json={"text": "wait"}
+        )  # a turn that keeps running
+        assert running.status_code == 202
+        busy = await alice.post(
+            "/api/chat", json={"id": "c1", "messages": [u1], "trigger": "regenerate-message"}
+        )
+        assert busy.status_code == 409 and busy.json()["error"]["type"] == "session_busy"
+        release.set()
+        for _ in range(500):
+            history = (await alice.get("/api/sessions/c1/messages")).json()
+            if not history["running"]:
+                break
+            await asyncio.sleep(0.01)
+        texts = [_text(m) for m in history["messages"] if m["role"] != "tool"]
+        assert texts == ["first", "re: first", "wait", "", "re: wait"]
