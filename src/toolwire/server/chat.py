@@ -2,8 +2,10 @@
 
 The request carries the client's whole conversation, but the store stays authoritative: the client's
 earlier messages are only imported into a conversation the store does not know yet
-(:func:`_import_client_history`, the one place the server writes messages outside the agent loop); the
-last message is the new turn. When it is the assistant's message instead, the client answered its calls
+(:meth:`ChatEndpoint._import_client_history`); of a known one, only which user turns the client still
+shows is read: turns it regenerated, edited or truncated away are dropped from the store
+(:meth:`ChatEndpoint._follow_client`; these are the two places the server writes messages outside the
+agent loop). The last message is the new turn. When it is the assistant's message instead, the client answered its calls
 (``addToolApprovalResponse`` / ``addToolOutput`` and ``sendAutomaticallyWhen``): the answers for the calls
 the store awaits resume the paused run, which continues that message. The answer is the run's events as an
 AI SDK UI message stream.
@@ -131,8 +133,9 @@ class ChatEndpoint:
     async def _import_client_history(self, session_id: str, user: str, history: list[Any]) -> bool:
         """Claim the session; a conversation the store does not know yet starts from the client's messages.
 
-        The one store writer outside the agent loop: one transaction, so a refused or killed request writes
-        nothing, and a known conversation is left as the store has it. Whether the history was imported.
+        One of the two store writers outside the agent loop (with :meth:`_follow_client`): one transaction,
+        so a refused or killed request writes nothing, and a known conversation is left as the store has it.
+        Whether the history was imported.
         """
         if not history:
             await self.server.claim(session_id, user)
