@@ -16,17 +16,22 @@ word, so concurrent sessions of several users never depend on the order of reque
 - ``tz``: calls ``browser_time_zone``, a client tool (the client supplies its output);
 - ``both``: calls ``refund`` and ``browser_time_zone`` in one step;
 - anything else: answers ``ok``.
+
+With ``TW_RECORD`` set to a file path, every model request (its messages, as stored JSON) and every run of
+``refund`` is appended to that file as one JSON line, so tests can check a replica's continuation request
+field by field and count tool runs across processes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Sequence
 from typing import Any
 
 from toolwire import Agent, RunContext, TextPart, ToolCallPart, tool
-from toolwire.messages import Part
+from toolwire.messages import Part, messages_to_json
 from toolwire.models.base import ModelRequest
 from toolwire.models.scripted import ScriptedModel
 
@@ -67,6 +72,13 @@ def big_output() -> str:
     return "y" * int(os.environ.get("TW_BIG_CHARS", "200000"))
 
 
+def _record(entry: dict[str, Any]) -> None:
+    path = os.environ.get("TW_RECORD")
+    if path:
+        with open(path, "a", encoding="utf-8") as sink:  # one short line per write: appends do not interleave
+            sink.write(json.dumps({**entry, "pid": os.getpid()}) + "\n")
+
+
 @tool(requires_approval=True)
 def refund(order: str) -> str:
     """Refund an order (asks the user first).
@@ -74,6 +86,7 @@ def refund(order: str) -> str:
     Args:
         order: The order id.
     """
+    _record({"tool": "refund", "order": order})
     return f"refunded {order}"
 
 
@@ -91,6 +104,7 @@ def _last_user_text(request: ModelRequest) -> str:
 
 
 def _respond(request: ModelRequest) -> Sequence[Part]:
+    _record({"model": json.loads(messages_to_json(request.messages))})
     prompt = _last_user_text(request)
     word, _, rest = prompt.partition(" ")
     last = request.messages[-1] if request.messages else None

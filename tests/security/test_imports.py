@@ -64,9 +64,13 @@ async def test_message_ids_are_per_session_and_resends_are_idempotent(tmp_path: 
             assert other.status_code == 200 and "alice-only" not in other.text
             history = await _finish(mallory, "m-chat")
             assert "alice-only" not in str(history)
-            # Alice re-sends the same conversation plus a new turn: stored once, not twice.
-            again = _conversation("same", "alice-only")
-            again[-1] = {"id": "same-u3", "role": "user", "parts": [{"type": "text", "text": "and now?"}]}
+            # Alice re-sends the same conversation plus a new turn: stored once, not twice. (Her client shows
+            # the answer to "ok": a client that dropped it would be re-asking "ok", see test_ai_sdk_edits.)
+            again = [
+                *_conversation("same", "alice-only"),
+                {"id": "same-a2", "role": "assistant", "parts": [{"type": "text", "text": "ok"}]},
+                {"id": "same-u3", "role": "user", "parts": [{"type": "text", "text": "and now?"}]},
+            ]
             assert (
                 await alice.post("/api/chat", json={"id": "a-chat", "messages": again})
             ).status_code == 200

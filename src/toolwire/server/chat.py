@@ -2,8 +2,10 @@
 
 The request carries the client's whole conversation, but the store stays authoritative: the client's
 earlier messages are only imported into a conversation the store does not know yet
-(:func:`_import_client_history`, the one place the server writes messages outside the agent loop); the
-last message is the new turn. When it is the assistant's message instead, the client answered its calls
+(:meth:`ChatEndpoint._import_client_history`); of a known one, only which user turns the client still
+shows is read: turns it regenerated, edited or truncated away are dropped from the store
+(:meth:`ChatEndpoint._follow_client`; these are the two places the server writes messages outside the
+agent loop). The last message is the new turn. When it is the assistant's message instead, the client answered its calls
 (``addToolApprovalResponse`` / ``addToolOutput`` and ``sendAutomaticallyWhen``): the answers for the calls
 the store awaits resume the paused run, which continues that message. The answer is the run's events as an
 AI SDK UI message stream.
@@ -18,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from toolwire.agent.pending import Approval, DecisionKey
-from toolwire.errors import ResumeError, SessionAccessError
+from toolwire.errors import ResumeError, SessionAccessError, SessionBusyError
 from toolwire.events import InteractionEnd
 from toolwire.messages import new_id
 from toolwire.server._input import check_prompt, check_session_id, read_json
@@ -30,6 +32,7 @@ from toolwire.server.ui_messages import (
     answers_calls,
     client_answers,
     last_user_text,
+    turn_to_replace,
     ui_messages_to_history,
 )
 from toolwire.server.ui_stream import (
@@ -39,6 +42,7 @@ from toolwire.server.ui_stream import (
     UIStreamEncoder,
     parse_client_version,
 )
+from toolwire.store._locks import lock_owner
 from toolwire.store.records import SessionInfo
 
 VERSION_HEADER = "x-toolwire-ai-sdk-version"
@@ -90,7 +94,10 @@ class ChatEndpoint:
         else:
             prompt = check_prompt(last_user_text(messages), server.limits)
             history = ui_messages_to_history(messages[:-1], session_id=session_id)
-            await self._import_client_history(session_id, user, history)
+            if not await self._import_client_history(session_id, user, history):
+                # regenerate-message and edits (messageId) replace a turn even when the client shows none
+                replaces = trigger == "regenerate-message" or body.get("messageId") is not None
+                await self._follow_client(session_id, messages[:-1], replaces=replaces)
 
         # Subscribed before the run starts, so the stream misses none of its events.
         subscription = server.hub.subscribe(session_id, None)
@@ -115,7 +122,7 @@ class ChatEndpoint:
         if info.parent_session_id:
             raise RequestError("sub-agent sessions take no user messages", status=403, kind="forbidden")
         store = await self.server.store()
-        approvals, outputs = client_answers(message, await store.tool_calls(session_id))
+        approvals, outputs = client_answers(message, await store.tool_calls(session_id), session_id)
         if not approvals and not outputs:
             raise ResumeError(
                 "the last message is the assistant's, but it answers no tool call this conversation "
@@ -123,22 +130,41 @@ class ChatEndpoint:
             )
         return approvals, outputs
 
-    async def _import_client_history(self, session_id: str, user: str, history: list[Any]) -> None:
+    async def _import_client_history(self, session_id: str, user: str, history: list[Any]) -> bool:
         """Claim the session; a conversation the store does not know yet starts from the client's messages.
 
-        The one store writer outside the agent loop: one transaction, so a refused or killed request writes
-        nothing, and a known conversation is left as the store has it.
+        One of the two store writers outside the agent loop (with :meth:`_follow_client`): one transaction,
+        so a refused or killed request writes nothing, and a known conversation is left as the store has it.
+        Whether the history was imported.
         """
         if not history:
             await self.server.claim(session_id, user)
-            return
+            return False
         store = await self.server.store()
         info = SessionInfo(id=session_id, user_session_id=session_id, user_id=user)
         try:
-            await store.import_history(info, history, interaction_id=new_id("import_"))
+            imported = await store.import_history(info, history, interaction_id=new_id("import_"))
         except SessionAccessError:
             raise not_found(session_id) from None
         await self.server.claim(session_id, user)  # a sub-session id is refused here like everywhere
+        return imported
+
+    async def _follow_client(self, session_id: str, earlier: list[Any], *, replaces: bool) -> None:
+        """Drop the stored turns the client no longer shows (regenerated, edited or truncated), under the
+        session's lock so no run writes meanwhile (:func:`turn_to_replace` says which; the caller owns the
+        session, claimed just before)."""
+        store = await self.server.store()
+        cut = turn_to_replace(earlier, await store.raw_messages(session_id), replaces=replaces)
+        if cut is None:
+            return
+        if self.server.runs.running(session_id):
+            raise SessionBusyError(f"session {session_id!r} is already running; wait for it or cancel it")
+        owner = lock_owner(new_id("cut_"))
+        await store.lock_session(session_id, owner, ttl=60.0)
+        try:
+            await store.truncate_history(session_id, cut)
+        finally:
+            await store.unlock_session(session_id, owner)
 
 
 async def _ui_stream(

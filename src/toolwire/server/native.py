@@ -76,7 +76,10 @@ class NativeEndpoints:
         subtree = _subtree(session_id, tree, info)
         root = info.user_session_id or info.id
         awaiting: list[dict[str, Any]] = []
-        if server.runs.running(root) or await store.run_in_progress(root):
+        # Decided once: "running" and the snapshot below must agree (a run ending meanwhile made a paused
+        # conversation look finished with nothing awaited).
+        live = server.runs.running(root) or await store.run_in_progress(root)
+        if live:
             # A live run: its pending calls are still running; their results arrive as events.
             histories = [await store.raw_messages(s.id) for s in subtree]
         else:
@@ -98,7 +101,7 @@ class NativeEndpoints:
                 },
                 "last_seq": {s.id: s.last_seq for s in subtree},
                 "cursor": cursor,
-                "running": server.runs.running(session_id),
+                "running": live,
                 "awaiting": awaiting,
             }
         )

@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from toolwire._text import clean_text
+from toolwire.agent._pause import pending_from_rows
 from toolwire.agent.pending import Approval, DecisionKey, Denied, ToolFailed
 from toolwire.messages import (
     FilePart,
@@ -37,6 +39,7 @@ from toolwire.messages import (
 )
 from toolwire.models._metadata import client_metadata_filter
 from toolwire.server.errors import RequestError
+from toolwire.server.ui_stream import SUB_CALL_SEPARATOR, sub_call_id
 from toolwire.store.records import ToolCallRecord
 
 NO_RESULT = "No result was recorded for this tool call (the client sent the call without its output)."
@@ -86,16 +89,58 @@ def last_user_text(ui_messages: list[Any]) -> str:
     last = ui_messages[-1]
     if not isinstance(last, dict) or last.get("role") != "user":
         raise RequestError("the last message must be the user's new message")
-    parts = last.get("parts")
-    if not isinstance(parts, list):
-        raise RequestError("the last message has no parts")
-    texts = [p.get("text") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
-    if not all(isinstance(t, str) for t in texts):
-        raise RequestError("a text part of the last message has no string 'text'")
-    text = "".join(t for t in texts if isinstance(t, str))
+    text = _user_text(last, "the last message")
     if not text.strip():
         raise RequestError("the last user message has no text")
     return text
+
+
+def _user_text(message: dict[str, Any], where: str) -> str:
+    parts = message.get("parts")
+    if not isinstance(parts, list):
+        raise RequestError(f"{where} has no parts")
+    texts = [p.get("text") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+    if not all(isinstance(t, str) for t in texts):
+        raise RequestError(f"a text part of {where} has no string 'text'")
+    return "".join(t for t in texts if isinstance(t, str))
+
+
+def turn_to_replace(earlier: list[Any], stored: Sequence[Message], *, replaces: bool) -> str | None:
+    """Where a known conversation is cut before the new turn, following the client's view of it.
+
+    ``earlier`` are the client's messages before its new (last) user message; ``stored`` the session's
+    messages. Their user turns are compared in order, by text (the store keeps each turn's text; the
+    client's copies of answers are never read: the store stays authoritative). When the client shows
+    fewer turns than the store — ``regenerate-message`` re-asks the last one, an edit (``sendMessage``
+    with a ``messageId``) or a truncation (``setMessages``) drops the later ones — the id of the first
+    stored turn the client no longer shows is returned: the store drops it and everything after it.
+    ``None``: nothing to cut (the client shows every stored turn, or shows none and ``replaces`` is false:
+    a client that sends only its new message keeps the conversation). A client turn that differs from
+    the stored one at the same place (an earlier message edited in place while the later ones are kept)
+    matches no flow of ``useChat``: 409 ``history_conflict``, nothing written.
+    """
+    texts = [
+        _user_text(m, f"messages[{i}]")
+        for i, m in enumerate(earlier)
+        if isinstance(m, dict) and m.get("role") == "user"
+    ]
+    turns = [m for m in stored if m.role == "user" and not _is_output_retry(m)]
+    for number, (text, turn) in enumerate(zip(texts, turns, strict=False), start=1):
+        if turn.text not in (text, clean_text(text)):
+            raise RequestError(
+                f"user message {number} differs from the stored conversation: edit the last message "
+                "(everything after it is replaced), or start a new conversation",
+                status=409,
+                kind="history_conflict",
+            )
+    if len(texts) >= len(turns) or (not texts and not replaces):
+        return None
+    return turns[len(texts)].id
+
+
+def _is_output_retry(message: Message) -> bool:
+    """A user message the loop wrote itself (asking the model to fix its structured output): no turn."""
+    return any(p.provider_metadata.get("toolwire", {}).get("output_retry") for p in message.parts)
 
 
 ANSWERED_STATES = ("approval-responded", "output-available", "output-error")
@@ -115,7 +160,7 @@ def answers_calls(message: Any) -> bool:
 
 
 def client_answers(
-    message: Any, awaited: Sequence[ToolCallRecord]
+    message: Any, awaited: Sequence[ToolCallRecord], session_id: str
 ) -> tuple[dict[DecisionKey, Approval], dict[DecisionKey, Any]]:
     """The answers an assistant message re-submitted by the client carries for the calls the store awaits.
 
@@ -125,11 +170,18 @@ def client_answers(
     ``output-error`` (``addToolOutput``) answers a client tool. Only calls the store holds as awaiting that
     kind of answer are read (the store stays authoritative: a part already answered is a replay, a part
     of any other call is ignored); everything else about the part, its arguments and provider metadata
-    included, is taken from the store.
+    included, is taken from the store. A sub-agent's waiting call is the ``dynamic-tool`` part
+    ``"{sub_session_id}/{tool_call_id}"`` (:func:`~toolwire.server.ui_stream.sub_call_id`); only the
+    sub-agent calls the session's own rows list as pending (``awaited`` are ``session_id``'s rows) count.
     """
     if not isinstance(message, dict) or not isinstance(message.get("parts"), list):
         raise RequestError("the last message has no parts")
-    kinds = {r.tool_call_id: r.awaiting for r in awaited if r.awaiting in ("approval", "output")}
+    kinds: dict[str, tuple[DecisionKey, str]] = {}
+    for pending in pending_from_rows(awaited, session_id):
+        if pending.session_id == session_id:
+            kinds[pending.tool_call_id] = (pending.tool_call_id, pending.kind)
+        else:
+            kinds[sub_call_id(*pending.key)] = (pending.key, pending.kind)
     approvals: dict[DecisionKey, Approval] = {}
     outputs: dict[DecisionKey, Any] = {}
     for i, part in enumerate(message["parts"]):
@@ -142,19 +194,29 @@ def client_answers(
         if not isinstance(call_id, str) or call_id not in kinds:
             continue
         state = part.get("state")
-        if kinds[call_id] == "approval" and state == "approval-responded":
+        key, awaits = kinds[call_id]
+        if awaits == "approval" and state == "approval-responded":
             approval = part.get("approval")
             approved = approval.get("approved") if isinstance(approval, dict) else None
             if not isinstance(approved, bool):
                 raise RequestError(f"parts[{i}].approval.approved must be true or false")
             reason = approval.get("reason") if isinstance(approval, dict) else None
-            approvals[call_id] = True if approved else Denied(reason if isinstance(reason, str) else "")
-        elif kinds[call_id] == "output" and state == "output-available":
-            outputs[call_id] = part.get("output")
-        elif kinds[call_id] == "output" and state == "output-error":
+            approvals[key] = True if approved else Denied(reason if isinstance(reason, str) else "")
+        elif awaits == "output" and state == "output-available":
+            outputs[key] = part.get("output")
+        elif awaits == "output" and state == "output-error":
             error = part.get("errorText")
-            outputs[call_id] = ToolFailed(error if isinstance(error, str) else "the client tool failed")
+            outputs[key] = ToolFailed(error if isinstance(error, str) else "the client tool failed")
     return approvals, outputs
+
+
+def _is_sub_agent_call(part: dict[str, Any], session_id: str | None) -> bool:
+    call_id = part.get("toolCallId")
+    return (
+        isinstance(call_id, str)
+        and SUB_CALL_SEPARATOR in call_id
+        and (session_id is None or call_id.startswith(f"{session_id}."))
+    )
 
 
 def _user_part(part: Any, where: str) -> Part | None:
@@ -206,6 +268,8 @@ def _assistant_step(
             metadata = _metadata(part.get("providerMetadata"), at)
             if text or metadata:
                 content.append(ReasoningPart(text=text, provider_metadata=metadata))
+        elif kind == "dynamic-tool" and _is_sub_agent_call(part, session_id):
+            continue  # a sub-agent's call surfaced on the chat stream: its session holds it, not this one
         elif isinstance(kind, str) and (kind.startswith("tool-") or kind == "dynamic-tool"):
             call, result = _tool(part, kind, at)
             if call is None:

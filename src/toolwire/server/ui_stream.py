@@ -17,10 +17,16 @@ field                                  accepted from
 (Read from the published ``uiMessageChunkSchema`` of ai 5.0.0, 5.0.91, 5.0.92, 6.0.0, 6.0.38, 6.0.39,
 6.0.230 and 6.0.324.)
 
-Only events of the chat's own session become chunks: sub-agent sessions stream on the native event
-stream, where the client can tell sessions apart. A call waiting for approval is announced with a
-``tool-approval-request`` whose ``approvalId`` is the call id (so any replica maps the answer back); a
-client tool's call just stays ``input-available`` for the client's ``onToolCall``. Tool progress goes out as a transient
+Only events of the chat's own session become chunks, with one exception: a call a sub-agent leaves waiting
+for the user. The client cannot tell sessions apart, so such a call is surfaced as a ``dynamic-tool`` part
+whose ``toolCallId`` is ``"{sub_session_id}/{tool_call_id}"`` (:func:`sub_call_id`; the server splits it
+back on the answer), in a step of its own (a ``start-step`` first), so that ``useChat``'s
+``lastAssistantMessageIsComplete...`` helpers judge it alone, not beside the caller's call that waits for
+the sub-agent (that part stays ``input-available`` until the sub-agent is done). Its outcome is streamed
+when the answered call completes. The other events of sub-agents stay on the native event stream.
+A call waiting for approval is announced with a ``tool-approval-request`` whose ``approvalId`` is the call
+id (so any replica maps the answer back); a client tool's call just stays ``input-available`` for the
+client's ``onToolCall``. Tool progress goes out as a transient
 ``data-tool-progress`` chunk, which the client hands to ``onData`` without storing it in the message.
 """
 
@@ -46,6 +52,7 @@ from toolwire.events import (
     TextStartEvent,
     ToolCallAwaiting,
     ToolCallComplete,
+    ToolCallResolved,
     ToolInputAvailableEvent,
     ToolInputDeltaEvent,
     ToolInputStartEvent,
@@ -61,6 +68,13 @@ UI_STREAM_HEADERS = {
 }
 
 LATEST = (6, 999, 999)
+SUB_CALL_SEPARATOR = "/"
+"""Joins a sub-agent's session id and call id in a surfaced call's ``toolCallId`` (neither contains it)."""
+
+
+def sub_call_id(session_id: str, tool_call_id: str) -> str:
+    """The ``toolCallId`` of a sub-agent's waiting call on the chat stream."""
+    return f"{session_id}{SUB_CALL_SEPARATOR}{tool_call_id}"
 
 
 def parse_client_version(version: str | None) -> tuple[int, int, int]:
@@ -108,6 +122,10 @@ class UIStreamEncoder:
     _finish_reason: str = "stop"
     _open_steps: int = 0
     _started: bool = False
+    _surfaced: set[tuple[str, str]] = field(default_factory=set)
+    """Sub-agent calls this stream showed or saw answered: their outcome is streamed too."""
+    _sub_step: bool = False
+    """Whether the surfaced calls' own step is open (closed by the chat session's next step event)."""
 
     def start(self) -> dict[str, Any]:
         self._started = True
@@ -115,11 +133,14 @@ class UIStreamEncoder:
 
     def encode(self, event: AgentEvent) -> Iterator[dict[str, Any]]:  # noqa: C901 - one flat dispatch
         if event.session_id != self.session_id:
+            yield from self._sub_agent(event)  # the hub gives this stream its own session's descendants only
             return
         if isinstance(event, StepStart):
+            self._sub_step = False
             self._open_steps += 1
             yield {"type": "start-step"}
         elif isinstance(event, StepFinish):
+            self._sub_step = False
             if self._open_steps:
                 self._open_steps -= 1
                 self._finish_reason = event.finish_reason
@@ -207,20 +228,52 @@ class UIStreamEncoder:
             chunk["finishReason"] = "error" if status == "error" else self._finish_reason
         yield chunk
 
-    def _tool_output(self, event: ToolCallComplete) -> dict[str, Any]:
+    def _sub_agent(self, event: AgentEvent) -> Iterator[dict[str, Any]]:
+        """A sub-agent's call waiting for the user (and its outcome) as a ``dynamic-tool`` part."""
+        if isinstance(event, ToolCallAwaiting) and event.kind != "subagent":
+            key = (event.session_id, event.tool_call_id)
+            if key in self._surfaced or (event.kind == "approval" and not self.features.approval):
+                return  # announced already; or an approval ai@5 cannot show (its apps use the native API)
+            self._surfaced.add(key)
+            if not self._sub_step:
+                self._sub_step = True
+                yield {"type": "start-step"}
+            call_id = sub_call_id(*key)
+            yield {
+                "type": "tool-input-available",
+                "toolCallId": call_id,
+                "toolName": event.tool_name,
+                "input": event.args,
+                "dynamic": True,
+            }
+            if event.kind == "approval":
+                yield {"type": "tool-approval-request", "approvalId": call_id, "toolCallId": call_id}
+        elif isinstance(event, ToolCallResolved):
+            self._surfaced.add((event.session_id, event.tool_call_id))  # answered now: the client holds it
+        elif isinstance(event, ToolCallComplete) and (key := (event.session_id, event.tool_call_id)) in (
+            self._surfaced
+        ):
+            self._surfaced.discard(key)
+            chunk = self._tool_output(event, sub_call_id(*key))
+            if chunk["type"] != "tool-output-denied":
+                chunk["dynamic"] = True
+            yield chunk
+
+    def _tool_output(self, event: ToolCallComplete, call_id: str | None = None) -> dict[str, Any]:
         chunk: dict[str, Any]
+        call_id = call_id or event.tool_call_id
         if event.status == "denied" and self.features.approval:
-            return {"type": "tool-output-denied", "toolCallId": event.tool_call_id}
+            return {"type": "tool-output-denied", "toolCallId": call_id}
         if event.is_error:
             chunk = {
                 "type": "tool-output-error",
-                "toolCallId": event.tool_call_id,
+                "toolCallId": call_id,
                 "errorText": _error_text(event),
             }
         else:
             chunk = {
                 "type": "tool-output-available",
-                "toolCallId": event.tool_call_id,
+                "toolCallId": call_id,
                 "output": event.output,
             }
         if event.provider_executed:

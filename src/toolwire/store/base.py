@@ -16,8 +16,9 @@ During a run, exactly one object writes: the loop's :class:`~toolwire.agent._rec
 A run reads with :meth:`Store.open_history` (the repaired history and the calls a paused run left
 awaiting).
 
-The one named writer outside a run is :meth:`Store.import_history` (the server starting a conversation
-from a client's messages, in one transaction). Everything else is reading (:class:`SessionReader`);
+The named writers outside a run are :meth:`Store.import_history` (the server starting a conversation
+from a client's messages, in one transaction) and :meth:`Store.truncate_history` (the server dropping the
+turns a client regenerated or edited, under the session's lock). Everything else is reading (:class:`SessionReader`);
 :meth:`Store.load_history` returns the history repaired by :func:`toolwire.agent.history.repair_history`,
 always valid to send to any provider.
 """
@@ -210,6 +211,13 @@ class Store(ABC):
         """Delete a conversation: the session, every session of its tree (``user_session_id``), their
         messages and tool calls, in one transaction. ``False`` when it does not exist; raises
         :class:`SessionBusyError` (deleting nothing) while a live run holds any session of the tree."""
+
+    @abstractmethod
+    async def truncate_history(self, session_id: str, from_message_id: str) -> bool:
+        """Drop a conversation's turns from message ``from_message_id`` on (a regenerated or edited turn):
+        those messages, their tool-call rows, and the sub-agent sessions of the tree created since that
+        message, in one transaction. ``False`` (dropping nothing) when the session has no such message.
+        The caller holds the session's lock (no run may write meanwhile)."""
 
     async def lock_session(self, session_id: str, owner: str, *, ttl: float = 600.0) -> None:
         """Claim the session for one run; raise :class:`SessionBusyError` if another run holds it."""

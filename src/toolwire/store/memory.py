@@ -188,6 +188,28 @@ class MemoryStore(Store):
                 table.pop(sid, None)
         return True
 
+    async def truncate_history(self, session_id: str, from_message_id: str) -> bool:
+        history = self._messages.get(session_id, [])
+        at = next((i for i, m in enumerate(history) if m.id == from_message_id), None)
+        if at is None:
+            return False
+        since = history[at].created_at
+        dropped = {m.id for m in history[at:]}
+        del history[at:]
+        calls = self._calls.get(session_id, {})
+        for key in [k for k in calls if k[0] in dropped]:
+            del calls[key]
+        self._steps[session_id] = [s for s in self._steps.get(session_id, []) if s.message_id not in dropped]
+        for sub in [
+            s.id
+            for s in self._sessions.values()
+            if s.user_session_id == session_id and s.id != session_id and s.created_at >= since
+        ]:
+            for table in (self._sessions, self._messages, self._calls, self._steps, self._locks):
+                table.pop(sub, None)
+        self._touch(session_id)
+        return True
+
     async def lock_session(self, session_id: str, owner: str, *, ttl: float = 600.0) -> None:
         now = time.time()
         holder = self._locks.get(session_id)

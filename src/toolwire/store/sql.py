@@ -479,6 +479,40 @@ class SQLStore(Store):
 
         return await self._write("delete a conversation", op)
 
+    async def truncate_history(self, session_id: str, from_message_id: str) -> bool:
+        first = sa.select(messages.c.position, messages.c.created_at).where(
+            messages.c.session_id == session_id, messages.c.id == from_message_id
+        )
+
+        def op(conn: sa.Connection) -> bool:
+            row = conn.execute(first).first()
+            if row is None:
+                return False
+            cut = sa.and_(messages.c.session_id == session_id, messages.c.position >= row.position)
+            dropped = sa.select(messages.c.id).where(cut)
+            conn.execute(
+                sa.delete(tool_calls).where(
+                    tool_calls.c.session_id == session_id, tool_calls.c.message_id.in_(dropped)
+                )
+            )
+            conn.execute(sa.delete(messages).where(cut))
+            subs = sa.select(sessions.c.id).where(
+                sessions.c.user_session_id == session_id,
+                sessions.c.id != session_id,
+                sessions.c.created_at >= row.created_at,
+            )
+            sub_ids = [r.id for r in conn.execute(subs).all()]
+            if sub_ids:
+                conn.execute(sa.delete(tool_calls).where(tool_calls.c.session_id.in_(sub_ids)))
+                conn.execute(sa.delete(messages).where(messages.c.session_id.in_(sub_ids)))
+                conn.execute(sa.delete(sessions).where(sessions.c.id.in_(sub_ids)))
+            conn.execute(
+                sa.update(sessions).where(sessions.c.id == session_id).values(updated_at=time.time())
+            )
+            return True
+
+        return await self._write("truncate a conversation", op)
+
     async def unlock_session(self, session_id: str, owner: str) -> None:
         statement = (
             sa.update(sessions)

@@ -6,8 +6,15 @@
 // Scenarios: "approve" / "deny" (ai@6: the tool-approval-request is answered with addToolApprovalResponse
 // and re-submitted by lastAssistantMessageIsCompleteWithApprovalResponses); "output" / "output-error" (a
 // client tool answered in onToolCall with addToolOutput, re-submitted by
-// lastAssistantMessageIsCompleteWithToolCalls). The client validates every chunk with its own schema
-// (strict in ai@5 and ai@6.0.230): a chunk it rejects ends the chat in an error, reported here.
+// lastAssistantMessageIsCompleteWithToolCalls). The same scenarios answer a sub-agent's call when the
+// server's agent delegates (it arrives as a dynamic-tool part). "edit": two turns, regenerate() the last
+// answer, then sendMessage({text, messageId}) replacing the first message. The client validates every
+// chunk with its own schema (strict in ai@5 and ai@6.0.230): a chunk it rejects ends the chat in an error,
+// reported here. Environment: HITL_PROMPT (the first message), HITL_SECOND_URL (where every later request
+// goes: another replica), HITL_GATE (a path: once paused the client creates "<gate>.paused" and waits for
+// "<gate>.go").
+
+import { existsSync, writeFileSync } from "node:fs";
 
 const [pkg, url, scenario, version] = process.argv.slice(2);
 const ai = await import(pkg);
@@ -51,14 +58,17 @@ const transport = new DefaultChatTransport({
   headers,
   fetch: async (input, init) => {
     requests.push(JSON.parse(init.body));
-    return fetch(input, init);
+    // HITL_SECOND_URL: every request after the first goes to another replica of the server
+    const second = process.env.HITL_SECOND_URL;
+    return fetch(requests.length > 1 && second ? String(input).replace(url, second) : input, init);
   },
 });
 
 const approving = scenario === "approve" || scenario === "deny";
 const toolCalls = [];
+const chatId = `hitl-${pkg}-${scenario}-${Date.now()}`;
 const chat = new Chat({
-  id: `hitl-${pkg}-${scenario}-${Date.now()}`,
+  id: chatId,
   transport,
   sendAutomaticallyWhen: approving
     ? lastAssistantMessageIsCompleteWithApprovalResponses
@@ -83,10 +93,36 @@ async function settle(count) {
   throw new Error(`the chat did not settle: status ${chat.status}, ${requests.length} requests`);
 }
 
-const prompt = approving ? "Refund order A1" : "What time zone am I in?";
+if (scenario === "edit") {
+  // Regenerate the last answer, then edit the first message (useChat's two ways of replacing a turn).
+  const texts = () => chat.messages.map((m) => `${m.role}: ${m.parts.filter((p) => p.type === "text").map((p) => p.text).join("")}`);
+  const views = [];
+  await chat.sendMessage({ text: "first" });
+  await settle(1);
+  await chat.sendMessage({ text: "second" });
+  await settle(2);
+  views.push(texts());
+  await chat.regenerate();
+  await settle(3);
+  views.push(texts());
+  await chat.sendMessage({ text: "first, edited", messageId: chat.messages[0].id });
+  await settle(4);
+  views.push(texts());
+  process.stdout.write(
+    JSON.stringify({ chatId, views, requests, status: chat.status, error: chat.error ? String(chat.error) : null }) + "\n",
+  );
+  process.exit(0);
+}
+
+const prompt = process.env.HITL_PROMPT ?? (approving ? "Refund order A1" : "What time zone am I in?");
 await chat.sendMessage({ text: prompt });
 await settle(1);
 const paused = structuredClone(chat.messages);
+const gate = process.env.HITL_GATE; // paused: tell the test, wait until it says go (it may kill a replica)
+if (gate) {
+  writeFileSync(`${gate}.paused`, "");
+  while (!existsSync(`${gate}.go`)) await new Promise((resolve) => setTimeout(resolve, 25));
+}
 if (approving && chat.status === "ready") {
   const part = chat.messages.at(-1).parts.find((p) => p.state === "approval-requested");
   if (part) {
@@ -103,6 +139,7 @@ await settle(2);
 
 process.stdout.write(
   JSON.stringify({
+    chatId,
     paused,
     messages: chat.messages,
     requests,
