@@ -231,7 +231,8 @@ class ToolExecutor:
                     tool_call_id=call.tool_call_id,
                 )
             timeout = tool.timeout if tool.timeout is not None else self.default_timeout
-            output = await self._run(tool, kwargs, ctx.for_call(call), timeout, call)
+            call_ctx = ctx if call is ctx.call else ctx.for_call(call)  # an interceptor may rewrite it
+            output = await self._run(tool, kwargs, call_ctx, timeout, call)
         except SubAgentPaused as exc:
             return paused_outcome(call, exc, started)
         except ToolError as exc:
