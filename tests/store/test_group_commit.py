@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from toolwire import Agent, TextPart, ToolCallPart
+from toolwire.events import ToolCallComplete
 from toolwire.models.scripted import ScriptedModel
 from toolwire.store.sql import SQLStore
 
@@ -40,22 +41,52 @@ async def test_parallel_completions_are_batched_and_all_stored(store: SQLStore) 
     assert 1 <= writes.count("complete a tool call") < 8, writes
 
 
-async def test_a_completion_returns_only_after_its_row_is_stored(store: SQLStore) -> None:
-    calls = [ToolCallPart(tool_call_id="only", tool_name="one", args={})]
+async def test_a_completion_is_stored_before_it_is_announced(store: SQLStore) -> None:
+    release = asyncio.Event()
+
+    async def slow(i: int) -> str:
+        """The first call finishes later than the second."""
+        if i == 0:
+            await release.wait()
+        return f"stored {i}"
+
+    calls = [ToolCallPart(tool_call_id=f"c{i}", tool_name="slow", args={"i": i}) for i in range(2)]
+    agent = Agent(ScriptedModel([calls, [TextPart(text="ok")]]), tools=[slow], store=store)
+    seen: list[tuple[str, str, object]] = []
+    async with agent.stream("go", session_id="d") as run:
+        async for event in run:
+            if isinstance(event, ToolCallComplete):
+                # Whoever hears of a result finds it stored: the first call to finish through its own
+                # transaction, the last one through the step's end.
+                rows = {r.tool_call_id: r for r in await store.tool_calls("d")}
+                seen.append(
+                    (event.tool_call_id, rows[event.tool_call_id].status, rows[event.tool_call_id].output)
+                )
+                release.set()
+    assert seen == [("c1", "ok", "stored 1"), ("c0", "ok", "stored 0")]
+
+
+async def test_a_step_with_one_call_commits_twice(store: SQLStore) -> None:
+    writes: list[str] = []
+    original = store._write
+
+    async def counting(what: str, op):  # type: ignore[no-untyped-def]
+        writes.append(what)
+        return await original(what, op)
 
     def one() -> str:
         """One call."""
         return "stored"
 
-    seen: list[str] = []
-    original = store.complete_tool_call
-
-    async def check_after(session_id: str, tool_call_id: str, **kwargs):  # type: ignore[no-untyped-def]
-        await original(session_id, tool_call_id, **kwargs)
-        seen.extend(r.status for r in await store.tool_calls(session_id) if r.tool_call_id == tool_call_id)
-
-    store.complete_tool_call = check_after  # type: ignore[method-assign]
-    await Agent(ScriptedModel([calls, [TextPart(text="ok")]]), tools=[one], store=store).run(
-        "go", session_id="d"
-    )
-    assert seen == ["ok"]
+    turns = [[ToolCallPart(tool_call_id=f"c{s}", tool_name="one", args={})] for s in range(3)]
+    agent = Agent(ScriptedModel([*turns, [TextPart(text="ok")]]), tools=[one], store=store)
+    store._write = counting  # type: ignore[method-assign]
+    await agent.run("go", session_id="t")
+    # the assistant message with its pending call, then the result with the tool message: 2 per step
+    assert [w for w in writes if w in ("begin a step", "complete a tool call", "finish a step")] == [
+        "begin a step",
+        "finish a step",
+    ] * 4 + ["finish a step"], writes  # and the run's end: the seq of its last events
+    assert {r.tool_call_id: (r.status, r.output) for r in await store.tool_calls("t")} == {
+        f"c{s}": ("ok", "stored") for s in range(3)
+    }

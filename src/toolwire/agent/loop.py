@@ -58,7 +58,7 @@ from toolwire.models._builder import MessageBuilder
 from toolwire.models.base import ModelRequest, ToolDefinition
 from toolwire.pricing import total_cost
 from toolwire.store.base import Store
-from toolwire.store.records import SessionInfo, ToolCallRecord
+from toolwire.store.records import AWAITING, SessionInfo, ToolCallRecord
 from toolwire.tools.context import RunContext
 from toolwire.tools.executor import CallFinished, CallHeartbeat, CallStarted, ToolExecutor, ToolOutcome
 
@@ -424,7 +424,8 @@ class AgentRun(Generic[OutputT]):
         assert recorder is not None
         results = tuple(outcomes[c.tool_call_id].result for c in calls if c.tool_call_id in outcomes)
         tool_message = Message(role="tool", parts=results, session_id=self.session_id) if results else None
-        announce: list[AgentEvent] = []
+        # The calls finished last are written by this step's end: heard of only after it.
+        announce: list[AgentEvent] = [self._complete_event(o) for o in recorder.unwritten]
         if tool_message is not None:
             announce.append(recorder.event(MessagePersisted, message_id=tool_message.id, role="tool"))
         if waiting:
@@ -559,8 +560,11 @@ class AgentRun(Generic[OutputT]):
         inbox: asyncio.Queue[Any] = asyncio.Queue()
         self._inbox = inbox
 
-        async def record(outcome: ToolOutcome) -> None:
-            await recorder.complete(outcome)
+        async def record(outcome: ToolOutcome, last: bool) -> None:
+            if last and outcome.status not in AWAITING:
+                recorder.complete_later(outcome)  # written and announced with the step's end
+            else:
+                await recorder.complete(outcome)
             outcomes[outcome.call.tool_call_id] = outcome
 
         batch = executor.run_batch(
@@ -594,8 +598,11 @@ class AgentRun(Generic[OutputT]):
                                 elapsed=item.elapsed,
                             )
                         case CallFinished():
-                            if item.outcome.status != "awaiting_subagent":
-                                yield self._complete_event(item.outcome)
+                            outcome = item.outcome
+                            if outcome.status not in AWAITING and all(
+                                o is not outcome for o in recorder.unwritten
+                            ):
+                                yield self._complete_event(outcome)
                         case _Unnumbered():
                             yield recorder.event(item.cls, **item.fields)
                         case _:

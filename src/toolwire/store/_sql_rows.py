@@ -22,7 +22,7 @@ from toolwire.messages import (
     parts_from_jsonable,
     parts_to_jsonable,
 )
-from toolwire.store.records import SessionInfo, ToolCallRecord
+from toolwire.store.records import CallCompletion, SessionInfo, ToolCallRecord
 from toolwire.store.schema import STATUS_CHECK, messages, sessions, tool_calls
 
 MARK_INTERRUPTED = (
@@ -218,6 +218,20 @@ def session_values(info: SessionInfo) -> dict[str, Any]:
         "updated_at": info.updated_at,
         "last_seq": info.last_seq,
         "usage": usage_to_json(info.usage),
+    }
+
+
+def completion_row(session_id: str, c: CallCompletion) -> dict[str, Any]:
+    """The parameters of :data:`COMPLETE_CALL` for one call's end."""
+    return {
+        "b_session_id": session_id,
+        "b_message_id": c.message_id,
+        "b_tool_call_id": c.tool_call_id,
+        "status": c.status,
+        "output": c.output,
+        "is_error": c.is_error,
+        "started_at": c.started_at,
+        "finished_at": c.finished_at,
     }
 
 

@@ -14,6 +14,7 @@ from toolwire.messages import Message, Usage
 from toolwire.store._locks import owner_is_dead
 from toolwire.store.base import Store
 from toolwire.store.records import (
+    CallCompletion,
     CallKey,
     SessionInfo,
     StepRecord,
@@ -147,7 +148,19 @@ class MemoryStore(Store):
         tool_message: Message | None,
         usage: Usage,
         last_seq: int,
+        completed: Sequence[CallCompletion] = (),
     ) -> None:
+        for c in completed:
+            await self.complete_tool_call(
+                session_id,
+                c.tool_call_id,
+                message_id=c.message_id,
+                status=c.status,
+                output=c.output,
+                is_error=c.is_error,
+                started_at=c.started_at,
+                finished_at=c.finished_at,
+            )
         if tool_message is not None:
             self._messages[session_id].append(tool_message)
         info = self._sessions[session_id]

@@ -49,6 +49,7 @@ from toolwire.store._sql_rows import (
     SESSION_USAGE,
     SET_SESSION_USAGE,
     check_schema,
+    completion_row,
     dumps,
     insert_message,
     message_from_row,
@@ -63,6 +64,7 @@ from toolwire.store._sql_rows import (
 )
 from toolwire.store.base import DEFAULT_URL, Store
 from toolwire.store.records import (
+    CallCompletion,
     CallKey,
     SessionInfo,
     StepRecord,
@@ -290,16 +292,18 @@ class SQLStore(Store):
             if found is None:
                 return
             message_id = found
-        row = {
-            "b_session_id": session_id,
-            "b_message_id": message_id,
-            "b_tool_call_id": tool_call_id,
-            "status": status,
-            "output": output,
-            "is_error": is_error,
-            "started_at": started_at,
-            "finished_at": finished_at,
-        }
+        row = completion_row(
+            session_id,
+            CallCompletion(
+                tool_call_id=tool_call_id,
+                message_id=message_id,
+                status=status,
+                output=output,
+                is_error=is_error,
+                started_at=started_at,
+                finished_at=finished_at,
+            ),
+        )
         # Group commit: completions that arrive while a write is in flight (parallel calls finishing
         # together) share the next transaction. Each caller still returns only once its row is durable.
         loop = asyncio.get_running_loop()
@@ -347,9 +351,14 @@ class SQLStore(Store):
         tool_message: Message | None,
         usage: Usage,
         last_seq: int,
+        completed: Sequence[CallCompletion] = (),
     ) -> None:
+        rows = [completion_row(session_id, c) for c in completed]
+
         def op(conn: sa.Connection) -> None:
             touch(conn, session_id, last_seq=last_seq)
+            if rows:  # idempotent: a retry writes the same rows again
+                conn.execute(COMPLETE_CALL, rows)
             if tool_message is not None and not insert_message(
                 conn, session_id, tool_message, interaction_id=interaction_id, step=step
             ):
