@@ -21,6 +21,7 @@ Every SQLAlchemy or driver error leaves this module as :class:`~toolwire.errors.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from toolwire.errors import ConfigError, MissingExtraError, SessionBusyError, StoreError
 from toolwire.messages import Message, Usage
+from toolwire.store import _sql_direct as direct
 from toolwire.store._locks import owner_is_dead
 from toolwire.store._sql_engine import (
     AsyncRunner,
@@ -263,8 +265,10 @@ class SQLStore(Store):
             )
             if rows:
                 # Idempotent per call: a retried step records each call once.
-                conn.execute(
-                    self._insert_ignoring(tool_calls, ["session_id", "message_id", "tool_call_id"]), rows
+                direct.write(
+                    conn,
+                    self._insert_ignoring(tool_calls, ["session_id", "message_id", "tool_call_id"]),
+                    rows,
                 )
 
         await self._write("begin a step", op)
@@ -327,7 +331,7 @@ class SQLStore(Store):
             batch, self._completions = self._completions, []
 
             def op(conn: sa.Connection, batch: list[tuple[Any, asyncio.Future[None]]] = batch) -> None:
-                conn.execute(COMPLETE_CALL, [row for row, _ in batch])  # one executemany for the batch
+                direct.write(conn, COMPLETE_CALL, [row for row, _ in batch])  # one executemany for the batch
 
             try:
                 await self._write("complete a tool call", op)
@@ -358,15 +362,17 @@ class SQLStore(Store):
         def op(conn: sa.Connection) -> None:
             touch(conn, session_id, last_seq=last_seq)
             if rows:  # idempotent: a retry writes the same rows again
-                conn.execute(COMPLETE_CALL, rows)
+                direct.write(conn, COMPLETE_CALL, rows)
             if tool_message is not None and not insert_message(
                 conn, session_id, tool_message, interaction_id=interaction_id, step=step
             ):
                 return  # this step was already finished (a retry after a lost commit acknowledgement)
             # The session row is locked by touch, so this read-modify-write cannot lose an update.
-            current = conn.scalar(SESSION_USAGE, {"u_id": session_id})
+            (current,) = direct.first(conn, SESSION_USAGE, {"u_id": session_id}) or (None,)
+            if isinstance(current, str):  # SQLite's JSON column comes back as its text
+                current = json.loads(current)
             total = usage_from_json(current) + usage
-            conn.execute(SET_SESSION_USAGE, {"u_id": session_id, "u_usage": usage_to_json(total)})
+            direct.write(conn, SET_SESSION_USAGE, {"u_id": session_id, "u_usage": usage_to_json(total)})
 
         await self._write("finish a step", op)
 
