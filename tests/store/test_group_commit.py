@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import sqlalchemy as sa
 
 from toolwire import Agent, TextPart, ToolCallPart
 from toolwire.events import ToolCallComplete
 from toolwire.models.scripted import ScriptedModel
+from toolwire.store._sql_engine import ThreadRunner, configure_sqlite
 from toolwire.store.sql import SQLStore
 
 
@@ -90,3 +96,49 @@ async def test_a_step_with_one_call_commits_twice(store: SQLStore) -> None:
     assert {r.tool_call_id: (r.status, r.output) for r in await store.tool_calls("t")} == {
         f"c{s}": ("ok", "stored") for s in range(3)
     }
+
+
+async def test_queued_writes_share_a_commit_and_a_failing_one_fails_alone(tmp_path: Path) -> None:
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'g.db'}", connect_args={"check_same_thread": False})
+    configure_sqlite(engine, engine.url)
+    runner = ThreadRunner(engine)
+    commits: list[int] = []
+    sa.event.listen(engine, "commit", lambda conn: commits.append(1))
+    try:
+        await runner.run(lambda c: c.exec_driver_sql("create table t (k text primary key)"), write=True)
+        gate = threading.Event()
+        blocker = asyncio.ensure_future(runner.run(lambda c: gate.wait(10), write=False))
+        await asyncio.sleep(0.05)  # the thread is busy: what follows queues up
+        commits.clear()
+
+        def insert(key: str) -> Callable[[sa.Connection], str]:
+            def op(conn: sa.Connection) -> str:
+                conn.exec_driver_sql("insert into t values (?)", (key,))
+                return key
+
+            return op
+
+        ok = [asyncio.ensure_future(runner.run(insert(k), write=True)) for k in ("a", "b", "c")]
+        await asyncio.sleep(0.05)
+        gate.set()
+        await blocker
+        assert [await f for f in ok] == ["a", "b", "c"]
+        assert len(commits) == 1  # three transactions, one commit
+
+        commits.clear()
+        gate.clear()
+        blocker = asyncio.ensure_future(runner.run(lambda c: gate.wait(10), write=False))
+        await asyncio.sleep(0.05)
+        mixed = [asyncio.ensure_future(runner.run(insert(k), write=True)) for k in ("d", "a", "e")]
+        await asyncio.sleep(0.05)
+        gate.set()
+        await blocker
+        results = await asyncio.gather(*mixed, return_exceptions=True)
+        assert results[0] == "d" and results[2] == "e"
+        assert isinstance(results[1], sa.exc.IntegrityError)  # "a" exists: only that one fails
+        rows = await runner.run(
+            lambda c: [r[0] for r in c.exec_driver_sql("select k from t order by k")], write=False
+        )
+        assert rows == ["a", "b", "c", "d", "e"]
+    finally:
+        await runner.dispose()
