@@ -78,8 +78,9 @@ class ThreadRunner:
     run together in one ``BEGIN IMMEDIATE ... COMMIT``, each body as written, in queue order. If any
     body fails, that transaction is rolled back and every body of the group runs again alone, in its own
     transaction, so each caller gets exactly the outcome it would have had alone. (Bodies are functions
-    of the connection only: running one again after a rollback is safe.) Reads keep their place in the
-    queue: a read queued after a write sees it.
+    of the connection only: running one again after a rollback is safe.) Reads queued among them run
+    right after the group's commit: every caller awaits each call, so no read waits for a write of its
+    own caller in the same group, and a read sees at least what was committed when it was queued.
     """
 
     def __init__(self, engine: sa.Engine) -> None:
@@ -112,17 +113,20 @@ class ThreadRunner:
             if job.call is not None or not job.write:
                 self._deliver([(job, *_outcome(job.call or partial(self._run_sync, job.op, False)))])
                 continue
-            group = [job]
-            while len(group) < GROUP_COMMIT_MAX:
+            group: list[_Job] = [job]
+            reads: list[_Job] = []
+            while len(group) + len(reads) < GROUP_COMMIT_MAX:
                 try:
                     queued = self._jobs.get_nowait()
                 except queue.Empty:
                     break
-                if queued is _STOP or queued.call is not None or not queued.write:
+                if queued is _STOP or queued.call is not None:
                     held = queued  # served next, in its place
                     break
-                group.append(queued)
-            self._deliver(self._commit(group))
+                (group if queued.write else reads).append(queued)
+            outcomes = self._commit(group)
+            outcomes += [(r, *_outcome(partial(self._run_sync, r.op, False))) for r in reads]
+            self._deliver(outcomes)
 
     def _commit(self, group: list[_Job]) -> list[tuple[_Job, Any, BaseException | None]]:
         if len(group) > 1:
