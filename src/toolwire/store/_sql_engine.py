@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import queue
+import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -87,6 +88,7 @@ class ThreadRunner:
         self.sync_engine = engine
         self._writer = engine.execution_options(**{WRITE_OPTION: True})
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._writer_conn: sa.Connection | None = None
         self._thread = threading.Thread(target=self._serve, name="toolwire-sqlite", daemon=True)
         self._thread.start()
         self._async_engine: AsyncEngine | None = None
@@ -99,10 +101,25 @@ class ThreadRunner:
 
     def _run_sync(self, op: Callable[[sa.Connection], T], write: bool) -> T:
         if write:
-            with self._writer.begin() as conn:
+            conn = self._write_connection()
+            with conn.begin():
                 return op(conn)
         with self.sync_engine.connect() as conn:
             return op(conn)
+
+    def _write_connection(self) -> sa.Connection:
+        """The writer's connection, kept by the thread (a pool check-out per transaction cost ~20% of
+        a small one); a connection SQLAlchemy invalidated is replaced."""
+        conn = self._writer_conn
+        if conn is None or conn.invalidated or conn.closed:
+            conn = self._writer_conn = self._writer.connect()
+        return conn
+
+    def _close(self) -> None:
+        if self._writer_conn is not None:
+            self._writer_conn.close()
+            self._writer_conn = None
+        self.sync_engine.dispose()
 
     def _serve(self) -> None:
         held: _Job | None = None
@@ -131,7 +148,8 @@ class ThreadRunner:
     def _commit(self, group: list[_Job]) -> list[tuple[_Job, Any, BaseException | None]]:
         if len(group) > 1:
             try:
-                with self._writer.begin() as conn:
+                conn = self._write_connection()
+                with conn.begin():
                     results = [job.op(conn) for job in group]
             except Exception:
                 pass  # rolled back: each body runs again alone below
@@ -159,7 +177,7 @@ class ThreadRunner:
     async def dispose(self) -> None:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
-        self._jobs.put(_Job(_nothing, True, future, loop, call=self.sync_engine.dispose))
+        self._jobs.put(_Job(_nothing, True, future, loop, call=self._close))
         await future
         self._jobs.put(_STOP)
         if self._async_engine is not None:
@@ -222,7 +240,12 @@ def configure_sqlite(engine: sa.Engine, url: URL) -> None:
     @sa.event.listens_for(engine, "begin")
     def _on_begin(conn: sa.Connection) -> None:
         write = conn.get_execution_options().get(WRITE_OPTION, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        statement = "BEGIN IMMEDIATE" if write else "BEGIN"
+        driver = conn.connection.driver_connection
+        if isinstance(driver, sqlite3.Connection):  # direct: through exec_driver_sql it cost as much as
+            driver.execute(statement)  # a step's statements (the aiosqlite engine goes the long way)
+        else:
+            conn.exec_driver_sql(statement)
 
 
 def retryable(exc: DBAPIError) -> bool:
