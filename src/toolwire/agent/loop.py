@@ -403,9 +403,8 @@ class AgentRun(Generic[OutputT]):
         self._raise_for_outcomes(calls, outcomes)
         if waiting:
             return  # the run pauses: calls wait for a person
-        async with aclosing(self._decide(assistant, calls, accepted, output_error)) as events:
-            async for event in events:
-                yield event
+        for event in await self._decide(assistant, calls, accepted, output_error):
+            yield event
 
     async def _store_results(
         self,
@@ -612,30 +611,31 @@ class AgentRun(Generic[OutputT]):
 
     async def _decide(
         self, assistant: Message, calls: list[ToolCallPart], accepted: Any, output_error: str
-    ) -> AsyncGenerator[AgentEvent, None]:
+    ) -> list[AgentEvent]:
         """Is the run done? Without an output type: when the model stopped calling tools. With one: when a
-        valid object arrived; an invalid one is re-prompted at most ``output_retries`` times."""
+        valid object arrived; an invalid one is re-prompted at most ``output_retries`` times. Returns the
+        events to publish (a list, not a generator: every step asks, and one seldom has any)."""
         output = self._output
         if output is None:
             if not calls:
                 self._output_value = self._text_output = assistant.text
                 self._done = True
-            return
+            return []
         if accepted is NOTHING and not calls:
             accepted, output_error = output.parse_text(assistant.text)
         if accepted is not NOTHING:
             self._output_value, self._text_output = accepted, assistant.text
             self._done = True
             assert self._recorder is not None
-            yield self._recorder.event(OutputAvailable, output=to_jsonable_python(accepted, fallback=str))
-            return
+            return [self._recorder.event(OutputAvailable, output=to_jsonable_python(accepted, fallback=str))]
         if not output_error:
-            return  # real tools ran; the model continues
+            return []  # real tools ran; the model continues
         failure = output.rejected(assistant, output_error)
         if failure is not None:
             raise failure
         if not calls:  # the model answered in text: tell it what was wrong (stored like any turn)
             await self._append(output.retry_message(output_error, self.session_id))
+        return []
 
     # -- helpers -----------------------------------------------------------------------------------
 
