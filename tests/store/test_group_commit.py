@@ -16,7 +16,8 @@ from toolwire.store._sql_engine import ThreadRunner, configure_sqlite
 from toolwire.store.sql import SQLStore
 
 
-async def test_parallel_completions_are_batched_and_all_stored(store: SQLStore) -> None:
+def _count_writes(store: SQLStore) -> list[str]:
+    """The names of the write transactions ``store`` runs from now on."""
     writes: list[str] = []
     original = store._write
 
@@ -25,6 +26,11 @@ async def test_parallel_completions_are_batched_and_all_stored(store: SQLStore) 
         return await original(what, op)
 
     store._write = counting  # type: ignore[method-assign]
+    return writes
+
+
+async def test_parallel_completions_are_batched_and_all_stored(store: SQLStore) -> None:
+    writes = _count_writes(store)
     release = asyncio.Event()
 
     async def work(i: int) -> int:
@@ -73,12 +79,7 @@ async def test_a_completion_is_stored_before_it_is_announced(store: SQLStore) ->
 
 
 async def test_a_step_with_one_call_commits_twice(store: SQLStore) -> None:
-    writes: list[str] = []
-    original = store._write
-
-    async def counting(what: str, op):  # type: ignore[no-untyped-def]
-        writes.append(what)
-        return await original(what, op)
+    writes = _count_writes(store)
 
     def one() -> str:
         """One call."""
@@ -86,7 +87,6 @@ async def test_a_step_with_one_call_commits_twice(store: SQLStore) -> None:
 
     turns = [[ToolCallPart(tool_call_id=f"c{s}", tool_name="one", args={})] for s in range(3)]
     agent = Agent(ScriptedModel([*turns, [TextPart(text="ok")]]), tools=[one], store=store)
-    store._write = counting  # type: ignore[method-assign]
     await agent.run("go", session_id="t")
     # the assistant message with its pending call, then the result with the tool message: 2 per step
     assert [w for w in writes if w in ("begin a step", "complete a tool call", "finish a step")] == [

@@ -269,6 +269,21 @@ class StepRecorder:
         self._persisted_seq = max(self._persisted_seq, last_seq)
         self.open_step = None
 
+    def _ended(
+        self, call: ToolCallPart, output: Any, is_error: bool, status: ToolCallStatus, duration: float
+    ) -> ToolCallComplete:
+        """The completion event of a call the run's end announces."""
+        return self.event(
+            ToolCallComplete,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            args=call.args,
+            output=output,
+            is_error=is_error,
+            status=status,
+            duration=duration,
+        )
+
     async def close_open_step(self) -> Message | None:
         """The run stopped while tools ran: record the unfinished calls as cancelled (history stays valid).
 
@@ -289,30 +304,17 @@ class StepRecorder:
                     results.append(outcome.result)
                     if call.tool_call_id in unwritten:  # finished, never announced: it is, with the end
                         self.cancelled_calls.append(
-                            self.event(
-                                ToolCallComplete,
-                                tool_call_id=call.tool_call_id,
-                                tool_name=call.tool_name,
-                                args=call.args,
-                                output=outcome.result.output,
-                                is_error=outcome.result.is_error,
-                                status=outcome.status,
-                                duration=outcome.duration,
+                            self._ended(
+                                call,
+                                outcome.result.output,
+                                outcome.result.is_error,
+                                outcome.status,
+                                outcome.duration,
                             )
                         )
                     continue
                 # Announced with the run's end, so no client keeps showing the call as running.
-                self.cancelled_calls.append(
-                    self.event(
-                        ToolCallComplete,
-                        tool_call_id=call.tool_call_id,
-                        tool_name=call.tool_name,
-                        args=call.args,
-                        output=CANCELLED_OUTPUT,
-                        is_error=True,
-                        status="cancelled",
-                    )
-                )
+                self.cancelled_calls.append(self._ended(call, CANCELLED_OUTPUT, True, "cancelled", 0.0))
                 await self.store.complete_tool_call(
                     self.session.id,
                     call.tool_call_id,
