@@ -54,7 +54,7 @@ def _compile(conn: sa.Connection, statement: sa.Executable, keys: tuple[str, ...
     return found
 
 
-def write(
+def write_rows(
     conn: sa.Connection, statement: sa.Executable, params: Mapping[str, Any] | Sequence[Mapping[str, Any]]
 ) -> int:
     """Run an INSERT or UPDATE (many parameter sets: one ``executemany``); returns the rows it changed.
@@ -80,7 +80,9 @@ def write(
         cursor.close()
 
 
-def first(conn: sa.Connection, statement: sa.Executable, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
+def first_row(
+    conn: sa.Connection, statement: sa.Executable, params: Mapping[str, Any]
+) -> tuple[Any, ...] | None:
     """The first row of a SELECT whose columns need no conversion (ids, numbers), or ``None``."""
     if conn.dialect.name != "sqlite":
         row = conn.execute(statement, params).first()

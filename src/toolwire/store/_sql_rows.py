@@ -22,7 +22,7 @@ from toolwire.messages import (
     parts_from_jsonable,
     parts_to_jsonable,
 )
-from toolwire.store import _sql_direct as direct
+from toolwire.store._sql_direct import first_row, write_rows
 from toolwire.store.records import CallCompletion, SessionInfo, ToolCallRecord
 from toolwire.store.schema import STATUS_CHECK, messages, sessions, tool_calls
 
@@ -166,9 +166,9 @@ SET_SESSION_USAGE = (
 def touch(conn: sa.Connection, session_id: str, *, last_seq: int | None = None) -> None:
     """Bump ``updated_at`` (and ``last_seq``); on PostgreSQL its row lock serialises the session's writers."""
     if last_seq is None:
-        changed = direct.write(conn, TOUCH, {"t_id": session_id, "t_now": time.time()})
+        changed = write_rows(conn, TOUCH, {"t_id": session_id, "t_now": time.time()})
     else:
-        changed = direct.write(conn, TOUCH_SEQ, {"t_id": session_id, "t_now": time.time(), "t_seq": last_seq})
+        changed = write_rows(conn, TOUCH_SEQ, {"t_id": session_id, "t_now": time.time(), "t_seq": last_seq})
     if changed != 1:
         raise StoreError(f"unknown session {session_id!r}: call ensure_session first")
 
@@ -185,12 +185,12 @@ def insert_message(
     """Insert at the session's next position; False when this message id is already stored there."""
     if message.session_id not in (None, session_id):
         raise StoreError(f"message {message.id} belongs to session {message.session_id}, not {session_id}")
-    slot = direct.first(conn, MESSAGE_SLOT, {"m_id": message.id, "m_session": session_id})
+    slot = first_row(conn, MESSAGE_SLOT, {"m_id": message.id, "m_session": session_id})
     assert slot is not None  # one row of two scalar subqueries, always
     stored, position = slot
     if stored is not None:
         return False
-    direct.write(
+    write_rows(
         conn,
         INSERT_MESSAGE,
         {

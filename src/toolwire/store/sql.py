@@ -34,8 +34,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from toolwire.errors import ConfigError, MissingExtraError, SessionBusyError, StoreError
 from toolwire.messages import Message, Usage
-from toolwire.store import _sql_direct as direct
 from toolwire.store._locks import owner_is_dead
+from toolwire.store._sql_direct import first_row, write_rows
 from toolwire.store._sql_engine import (
     AsyncRunner,
     ThreadRunner,
@@ -265,7 +265,7 @@ class SQLStore(Store):
             )
             if rows:
                 # Idempotent per call: a retried step records each call once.
-                direct.write(
+                write_rows(
                     conn,
                     self._insert_ignoring(tool_calls, ["session_id", "message_id", "tool_call_id"]),
                     rows,
@@ -331,7 +331,7 @@ class SQLStore(Store):
             batch, self._completions = self._completions, []
 
             def op(conn: sa.Connection, batch: list[tuple[Any, asyncio.Future[None]]] = batch) -> None:
-                direct.write(conn, COMPLETE_CALL, [row for row, _ in batch])  # one executemany for the batch
+                write_rows(conn, COMPLETE_CALL, [row for row, _ in batch])  # one executemany for the batch
 
             try:
                 await self._write("complete a tool call", op)
@@ -362,17 +362,17 @@ class SQLStore(Store):
         def op(conn: sa.Connection) -> None:
             touch(conn, session_id, last_seq=last_seq)
             if rows:  # idempotent: a retry writes the same rows again
-                direct.write(conn, COMPLETE_CALL, rows)
+                write_rows(conn, COMPLETE_CALL, rows)
             if tool_message is not None and not insert_message(
                 conn, session_id, tool_message, interaction_id=interaction_id, step=step
             ):
                 return  # this step was already finished (a retry after a lost commit acknowledgement)
             # The session row is locked by touch, so this read-modify-write cannot lose an update.
-            (current,) = direct.first(conn, SESSION_USAGE, {"u_id": session_id}) or (None,)
+            (current,) = first_row(conn, SESSION_USAGE, {"u_id": session_id}) or (None,)
             if isinstance(current, str):  # SQLite's JSON column comes back as its text
                 current = json.loads(current)
             total = usage_from_json(current) + usage
-            direct.write(conn, SET_SESSION_USAGE, {"u_id": session_id, "u_usage": usage_to_json(total)})
+            write_rows(conn, SET_SESSION_USAGE, {"u_id": session_id, "u_usage": usage_to_json(total)})
 
         await self._write("finish a step", op)
 
