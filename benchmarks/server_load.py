@@ -6,7 +6,13 @@ calls a tool that holds for `--hold` seconds (so all sessions are open at once),
 sessions completed, time to first event (first SSE data frame after the request), and the server's
 resident memory per held session (peak RSS while all are open minus RSS before the load).
 
-    python benchmarks/server_load.py [--sessions 100 200] [--hold 3]
+Every session's request is sent in the same instant: the connections are opened first (a warm-up
+request each), then all requests are released together.
+
+`--store postgres` runs the server on PostgreSQL (`TOOLWIRE_TEST_POSTGRES_URL`, in a schema of its own,
+dropped afterwards) instead of a SQLite file.
+
+    python benchmarks/server_load.py [--sessions 100 200] [--hold 3] [--store sqlite|postgres]
 """
 
 from __future__ import annotations
@@ -78,25 +84,46 @@ async def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
     raise RuntimeError("the server did not start")
 
 
-async def _session(client: httpx.AsyncClient, index: int) -> tuple[float, bool]:
+async def _session(client: httpx.AsyncClient, index: int, go: asyncio.Event) -> tuple[float, bool]:
     body = {"id": f"load-{index}", "messages": [{"role": "user", "parts": [{"type": "text", "text": "hold"}]}]}
+    await client.get("/api/sessions")  # opens this session's connection before the burst
+    await go.wait()
     started = time.perf_counter()
     first: float | None = None
     finished = False
-    async with client.stream("POST", "/api/chat", json=body) as response:
-        if response.status_code != 200:
-            return float("nan"), False
-        async for line in response.aiter_lines():
-            if line.startswith("data: ") and first is None:
-                first = time.perf_counter() - started
-            if line == "data: [DONE]":
-                finished = True
+    try:
+        async with client.stream("POST", "/api/chat", json=body) as response:
+            if response.status_code != 200:
+                return float("nan"), False
+            async for line in response.aiter_lines():
+                if line.startswith("data: ") and first is None:
+                    first = time.perf_counter() - started
+                if line == "data: [DONE]":
+                    finished = True
+    except httpx.TransportError:  # counted as not completed (the table shows how many completed)
+        pass
     return (first if first is not None else float("nan")), finished
 
 
-async def run_level(sessions: int, hold: float) -> dict[str, Any]:
+async def _postgres_schema(action: str, schema: str) -> str:
+    """Create or drop a schema of its own on the test PostgreSQL; returns the store URL using it."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    url = os.environ["TOOLWIRE_TEST_POSTGRES_URL"]
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as conn:
+            statement = f"CREATE SCHEMA {schema}" if action == "create" else f"DROP SCHEMA {schema} CASCADE"
+            await conn.exec_driver_sql(statement)
+    finally:
+        await engine.dispose()
+    return f"{url}?schema={schema}"
+
+
+async def run_level(sessions: int, hold: float, store: str = "sqlite") -> dict[str, Any]:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
+    schema = f"perf_server_load_{os.getpid()}"
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "loadagent.py").write_text(AGENT_MODULE)
         env = dict(
@@ -106,7 +133,10 @@ async def run_level(sessions: int, hold: float) -> dict[str, Any]:
             TW_SESSIONS=str(sessions),
         )
         command = [sys.executable, "-m", "toolwire.cli", "serve", "loadagent:build", "--port", str(port)]
-        command += ["--store", f"sqlite+aiosqlite:///{tmp}/load.db"]
+        if store == "postgres":
+            command += ["--store", await _postgres_schema("create", schema)]
+        else:
+            command += ["--store", f"sqlite+aiosqlite:///{tmp}/load.db"]
         server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             await _wait_ready(url, server)
@@ -114,7 +144,12 @@ async def run_level(sessions: int, hold: float) -> dict[str, Any]:
             peak = baseline
             limits = httpx.Limits(max_connections=sessions + 10, max_keepalive_connections=sessions + 10)
             async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
-                tasks = [asyncio.create_task(_session(client, i)) for i in range(sessions)]
+                go = asyncio.Event()
+                tasks = [asyncio.create_task(_session(client, i, go)) for i in range(sessions)]
+                while len(client._transport._pool.connections) < sessions:  # type: ignore[attr-defined]
+                    await asyncio.sleep(0.05)
+                await asyncio.sleep(0.1)  # every warm-up answered and its connection idle again
+                go.set()
                 while not all(t.done() for t in tasks):
                     peak = max(peak, _rss_kib(server.pid))
                     await asyncio.sleep(0.05)
@@ -125,9 +160,12 @@ async def run_level(sessions: int, hold: float) -> dict[str, Any]:
                 server.wait(30)
             except subprocess.TimeoutExpired:
                 server.kill()
+            if store == "postgres":
+                await _postgres_schema("drop", schema)
     ttfe = sorted(r[0] * 1000 for r in results if r[0] == r[0])
     completed = sum(1 for r in results if r[1])
     return {
+        "store": store,
         "sessions": sessions,
         "completed": completed,
         "ttfe_p50_ms": statistics.median(ttfe) if ttfe else None,
@@ -140,17 +178,18 @@ async def run_level(sessions: int, hold: float) -> dict[str, Any]:
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
     levels = [50] if quick else [50, 200, 500]
-    return [asyncio.run(run_level(n, hold=1.0 if quick else 4.0)) for n in levels]
+    stores = ["sqlite", "postgres"] if os.environ.get("TOOLWIRE_TEST_POSTGRES_URL") and not quick else ["sqlite"]
+    return [asyncio.run(run_level(n, hold=1.0 if quick else 4.0, store=s)) for s in stores for n in levels]
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| sessions | completed | TTFE p50 (ms) | TTFE p99 (ms) | server RSS before / peak (MiB) | KiB per held session |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| store | sessions | completed | TTFE p50 (ms) | TTFE p99 (ms) | server RSS before / peak (MiB) | KiB per held session |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['sessions']} | {r['completed']} | {r['ttfe_p50_ms']:.1f} | {r['ttfe_p99_ms']:.1f} | "
+            f"| {r['store']} | {r['sessions']} | {r['completed']} | {r['ttfe_p50_ms']:.1f} | {r['ttfe_p99_ms']:.1f} | "
             f"{r['rss_baseline_mib']:.0f} / {r['rss_peak_mib']:.0f} | {r['kib_per_session']:.0f} |"
         )
     return "\n".join(lines)
@@ -162,9 +201,10 @@ def main() -> None:
     parser.add_argument("--hold", type=float, default=4.0)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite")
     args = parser.parse_args()
     if args.sessions:
-        rows = [asyncio.run(run_level(n, args.hold)) for n in args.sessions]
+        rows = [asyncio.run(run_level(n, args.hold, args.store)) for n in args.sessions]
     else:
         rows = run(quick=args.quick)
     print(json.dumps(rows, indent=2) if args.json else table(rows))

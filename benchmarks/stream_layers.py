@@ -1,11 +1,11 @@
 """Section 2, continued: where toolwire's time goes when it streams a 1 MB tool call (the bodies of
 stream_parse.py), layer by layer, each timed alone on the previous layer's output:
 
-1. transport and lines: httpx's in-process transport, `Response.aiter_lines()`;
-2. SSE framing: `toolwire.models._sse.iter_sse` over the same response (lines included, so its own
-   cost is this row minus row 1);
-3. JSON per event: `json.loads` of every event's data, as `_http.parse_json` does (and, for reference,
-   `pydantic_core.from_json` of the same strings);
+1. transport: httpx's in-process transport, `Response.aiter_bytes()`;
+2. SSE framing: `toolwire.models._sse.SSEDecoder` over the same response's chunks (transport included,
+   so its own cost is this row minus row 1);
+3. JSON per event: `pydantic_core.from_json` of every event's data, as `_http.parse_json` does (and, for
+   reference, `json.loads` of the same bytes);
 4. the adapter's parser: `parser.feed(event)` over the decoded events, building the stream parts
    (`ToolInputDelta` per fragment, the arguments accumulated and parsed once at the end);
 5. the whole `model.stream()`, as section 2 measures it; "the rest" is the whole minus rows 2 + 3 + 4:
@@ -32,7 +32,7 @@ import pydantic_core
 import stream_parse
 
 from toolwire.messages import Message
-from toolwire.models._sse import iter_sse
+from toolwire.models._sse import SSEDecoder, SSEEvent
 from toolwire.models.base import ModelRequest, ToolDefinition
 
 PROVIDERS = ["openai-chat", "anthropic", "openai-responses"]
@@ -42,20 +42,23 @@ def _response(body: bytes) -> httpx.Response:
     return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
 
 
-async def _lines(body: bytes) -> int:
-    return sum([1 async for _ in _response(body).aiter_lines()])
+async def _chunks(body: bytes) -> int:
+    return sum([1 async for _ in _response(body).aiter_bytes()])
 
 
-async def _sse(body: bytes) -> list[Any]:
-    return [event async for event in iter_sse(_response(body))]
+async def _sse(body: bytes) -> list[SSEEvent]:
+    decoder = SSEDecoder()
+    events = [event async for chunk in _response(body).aiter_bytes() for event in decoder.feed(chunk)]
+    return events + decoder.end()
 
 
 async def _sse_count(body: bytes) -> int:
-    """As the pipeline reads them: every event dropped once read (keeping them all would time the GC)."""
+    """As the pipeline reads them: every batch dropped once read (keeping them all would time the GC)."""
     count = 0
-    async for _ in iter_sse(_response(body)):
-        count += 1
-    return count
+    decoder = SSEDecoder()
+    async for chunk in _response(body).aiter_bytes():
+        count += len(decoder.feed(chunk))
+    return count + len(decoder.end())
 
 
 def _model(provider: str, client: httpx.AsyncClient) -> Any:
@@ -96,12 +99,12 @@ def measure(provider: str, size: int, repeats: int) -> dict[str, Any]:
     events = asyncio.run(_sse(body))
     gc.collect()
     gc.freeze()  # the inputs kept for the isolated layers are not garbage collection's work in the pipeline
-    datas = [e.data.strip() for e in events if e.data.strip() != "[DONE]"]
+    datas = [data.strip() for _, data in events if data.strip() != b"[DONE]"]
     decoded = []
-    for e, data in zip((e for e in events if e.data.strip() != "[DONE]"), datas, strict=True):
+    for (name, _), data in zip(((n, d) for n, d in events if d.strip() != b"[DONE]"), datas, strict=True):
         event = json.loads(data)
-        if e.event != "message":
-            event.setdefault("type", e.event)
+        if name != "message":
+            event.setdefault("type", name)
         decoded.append(event)
 
     parsers = [asyncio.run(_parser(provider)) for _ in range(repeats)]  # built before, not timed
@@ -122,16 +125,16 @@ def measure(provider: str, size: int, repeats: int) -> dict[str, Any]:
             pydantic_core.from_json(data)
 
     rows = {
-        "1. transport + aiter_lines": _median_ms(lambda: asyncio.run(_lines(body)), repeats),
-        "2. + SSE framing (iter_sse)": _median_ms(lambda: asyncio.run(_sse_count(body)), repeats),
-        "3. json.loads per event": _median_ms(loads_all, repeats),
-        "3'. pydantic_core.from_json per event (reference)": _median_ms(from_json_all, repeats),
+        "1. transport + aiter_bytes": _median_ms(lambda: asyncio.run(_chunks(body)), repeats),
+        "2. + SSE framing (SSEDecoder)": _median_ms(lambda: asyncio.run(_sse_count(body)), repeats),
+        "3. pydantic_core.from_json per event": _median_ms(from_json_all, repeats),
+        "3'. json.loads per event (reference)": _median_ms(loads_all, repeats),
         "4. adapter parser.feed per event": _median_ms(feed_all, repeats),
         "5. whole model.stream()": _median_ms(
             lambda: asyncio.run(stream_parse.toolwire_parse(provider, body)), repeats
         ),
     }
-    layered = rows["2. + SSE framing (iter_sse)"] + rows["3. json.loads per event"]
+    layered = rows["2. + SSE framing (SSEDecoder)"] + rows["3. pydantic_core.from_json per event"]
     gc.unfreeze()
     rows["the rest (5 − 2 − 3 − 4)"] = (
         rows["5. whole model.stream()"] - layered - rows["4. adapter parser.feed per event"]

@@ -8,7 +8,7 @@ back the parsed arguments (checked). Reported: MB of arguments per second (media
 the smallest to the largest size (16x bytes: linear = ~16x time). The "pydantic_core (reference)" row is
 no framework: the least any Python reader of these streams does (see pydantic_core_parse).
 
-    benchmarks/.venv/bin/python benchmarks/stream_parse.py [--quick]
+    benchmarks/.venv/bin/python benchmarks/stream_parse.py [--quick] [--cpu] [--only toolwire,pydantic_core]
 """
 
 from __future__ import annotations
@@ -282,18 +282,23 @@ async def measure(framework: str, provider: str, size: int, repeats: int) -> flo
         return "failed: wrong arguments"
     samples = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = CLOCK[0]()
         await parse(provider, body)
-        samples.append(time.perf_counter() - start)
+        samples.append(CLOCK[0]() - start)
     return len(args) / statistics.median(samples) / 1e6
 
 
-def run(quick: bool = False) -> list[dict[str, Any]]:
+CLOCK: list[Callable[[], float]] = [time.perf_counter]
+"""``--cpu``: ``time.process_time`` (steadier on a shared machine; these readers never wait for I/O)."""
+
+
+def run(quick: bool = False, only: str = "") -> list[dict[str, Any]]:
     sizes = [64 * 1024, 1024 * 1024] if quick else [64 * 1024, 256 * 1024, 1024 * 1024]
     repeats = 3 if quick else 5
     rows = []
+    chosen = [f for f in FRAMEWORKS if not only or any(f.startswith(o) for o in only.split(","))]
     for provider in BODIES:
-        for framework in FRAMEWORKS:
+        for framework in chosen:
             row: dict[str, Any] = {"provider": provider, "framework": framework}
             for size in sizes:
                 row[f"{size // 1024}K"] = asyncio.run(measure(framework, provider, size, repeats))
@@ -330,4 +335,9 @@ def table(rows: list[dict[str, Any]]) -> str:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
-    print(table(run(quick=parser.parse_args().quick)))
+    parser.add_argument("--cpu", action="store_true")
+    parser.add_argument("--only", default="", help="frameworks whose names start so, comma-separated")
+    options = parser.parse_args()
+    if options.cpu:
+        CLOCK[0] = time.process_time
+    print(table(run(quick=options.quick, only=options.only)))

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias, get_args
 
 from pydantic import Field, TypeAdapter
 
+from toolwire._fast_init import fast_frozen_init
 from toolwire.messages import Message, ProviderMetadata, Usage
 
 ToolCallStatus: TypeAlias = Literal[
@@ -486,6 +487,9 @@ AgentEvent: TypeAlias = Annotated[
     | ErrorEvent,
     Field(discriminator="type"),
 ]
+
+for _event_class in get_args(get_args(AgentEvent)[0]):
+    fast_frozen_init(_event_class)  # ~9 events per agent step: built at slot speed
 
 EventAdapter: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
 

@@ -14,8 +14,8 @@ and writes only its own key, which is how metadata of one provider never reaches
 from __future__ import annotations
 
 import json
+import os
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Annotated, Any, Literal, TypeAlias
@@ -28,8 +28,9 @@ Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 
 
 def new_id(prefix: str = "") -> str:
-    """A random, URL-safe identifier."""
-    return f"{prefix}{uuid.uuid4().hex}"
+    """A random, URL-safe identifier: 128 random bits in hex, the shape of ``uuid4().hex`` at a quarter
+    of its cost (several ids are made per agent step)."""
+    return f"{prefix}{os.urandom(16).hex()}"
 
 
 @dataclass(frozen=True, slots=True)

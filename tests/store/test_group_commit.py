@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import sqlalchemy as sa
 
 from toolwire import Agent, TextPart, ToolCallPart
+from toolwire.events import ToolCallComplete
 from toolwire.models.scripted import ScriptedModel
+from toolwire.store._sql_engine import ThreadRunner, configure_sqlite
 from toolwire.store.sql import SQLStore
 
 
-async def test_parallel_completions_are_batched_and_all_stored(store: SQLStore) -> None:
+def _count_writes(store: SQLStore) -> list[str]:
+    """The names of the write transactions ``store`` runs from now on."""
     writes: list[str] = []
     original = store._write
 
@@ -18,6 +26,11 @@ async def test_parallel_completions_are_batched_and_all_stored(store: SQLStore) 
         return await original(what, op)
 
     store._write = counting  # type: ignore[method-assign]
+    return writes
+
+
+async def test_parallel_completions_are_batched_and_all_stored(store: SQLStore) -> None:
+    writes = _count_writes(store)
     release = asyncio.Event()
 
     async def work(i: int) -> int:
@@ -40,22 +53,92 @@ async def test_parallel_completions_are_batched_and_all_stored(store: SQLStore) 
     assert 1 <= writes.count("complete a tool call") < 8, writes
 
 
-async def test_a_completion_returns_only_after_its_row_is_stored(store: SQLStore) -> None:
-    calls = [ToolCallPart(tool_call_id="only", tool_name="one", args={})]
+async def test_a_completion_is_stored_before_it_is_announced(store: SQLStore) -> None:
+    release = asyncio.Event()
+
+    async def slow(i: int) -> str:
+        """The first call finishes later than the second."""
+        if i == 0:
+            await release.wait()
+        return f"stored {i}"
+
+    calls = [ToolCallPart(tool_call_id=f"c{i}", tool_name="slow", args={"i": i}) for i in range(2)]
+    agent = Agent(ScriptedModel([calls, [TextPart(text="ok")]]), tools=[slow], store=store)
+    seen: list[tuple[str, str, object]] = []
+    async with agent.stream("go", session_id="d") as run:
+        async for event in run:
+            if isinstance(event, ToolCallComplete):
+                # Whoever hears of a result finds it stored: the first call to finish through its own
+                # transaction, the last one through the step's end.
+                rows = {r.tool_call_id: r for r in await store.tool_calls("d")}
+                seen.append(
+                    (event.tool_call_id, rows[event.tool_call_id].status, rows[event.tool_call_id].output)
+                )
+                release.set()
+    assert seen == [("c1", "ok", "stored 1"), ("c0", "ok", "stored 0")]
+
+
+async def test_a_step_with_one_call_commits_twice(store: SQLStore) -> None:
+    writes = _count_writes(store)
 
     def one() -> str:
         """One call."""
         return "stored"
 
-    seen: list[str] = []
-    original = store.complete_tool_call
+    turns = [[ToolCallPart(tool_call_id=f"c{s}", tool_name="one", args={})] for s in range(3)]
+    agent = Agent(ScriptedModel([*turns, [TextPart(text="ok")]]), tools=[one], store=store)
+    await agent.run("go", session_id="t")
+    # the assistant message with its pending call, then the result with the tool message: 2 per step
+    assert [w for w in writes if w in ("begin a step", "complete a tool call", "finish a step")] == [
+        "begin a step",
+        "finish a step",
+    ] * 4 + ["finish a step"], writes  # and the run's end: the seq of its last events
+    assert {r.tool_call_id: (r.status, r.output) for r in await store.tool_calls("t")} == {
+        f"c{s}": ("ok", "stored") for s in range(3)
+    }
 
-    async def check_after(session_id: str, tool_call_id: str, **kwargs):  # type: ignore[no-untyped-def]
-        await original(session_id, tool_call_id, **kwargs)
-        seen.extend(r.status for r in await store.tool_calls(session_id) if r.tool_call_id == tool_call_id)
 
-    store.complete_tool_call = check_after  # type: ignore[method-assign]
-    await Agent(ScriptedModel([calls, [TextPart(text="ok")]]), tools=[one], store=store).run(
-        "go", session_id="d"
-    )
-    assert seen == ["ok"]
+async def test_queued_writes_share_a_commit_and_a_failing_one_fails_alone(tmp_path: Path) -> None:
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'g.db'}", connect_args={"check_same_thread": False})
+    configure_sqlite(engine, engine.url)
+    runner = ThreadRunner(engine)
+    commits: list[int] = []
+    sa.event.listen(engine, "commit", lambda conn: commits.append(1))
+    try:
+        await runner.run(lambda c: c.exec_driver_sql("create table t (k text primary key)"), write=True)
+        gate = threading.Event()
+        blocker = asyncio.ensure_future(runner.run(lambda c: gate.wait(10), write=False))
+        await asyncio.sleep(0.05)  # the thread is busy: what follows queues up
+        commits.clear()
+
+        def insert(key: str) -> Callable[[sa.Connection], str]:
+            def op(conn: sa.Connection) -> str:
+                conn.exec_driver_sql("insert into t values (?)", (key,))
+                return key
+
+            return op
+
+        ok = [asyncio.ensure_future(runner.run(insert(k), write=True)) for k in ("a", "b", "c")]
+        await asyncio.sleep(0.05)
+        gate.set()
+        await blocker
+        assert [await f for f in ok] == ["a", "b", "c"]
+        assert len(commits) == 1  # three transactions, one commit
+
+        commits.clear()
+        gate.clear()
+        blocker = asyncio.ensure_future(runner.run(lambda c: gate.wait(10), write=False))
+        await asyncio.sleep(0.05)
+        mixed = [asyncio.ensure_future(runner.run(insert(k), write=True)) for k in ("d", "a", "e")]
+        await asyncio.sleep(0.05)
+        gate.set()
+        await blocker
+        results = await asyncio.gather(*mixed, return_exceptions=True)
+        assert results[0] == "d" and results[2] == "e"
+        assert isinstance(results[1], sa.exc.IntegrityError)  # "a" exists: only that one fails
+        rows = await runner.run(
+            lambda c: [r[0] for r in c.exec_driver_sql("select k from t order by k")], write=False
+        )
+        assert rows == ["a", "b", "c", "d", "e"]
+    finally:
+        await runner.dispose()

@@ -22,6 +22,7 @@ from toolwire.store._locks import lock_owner
 from toolwire.store.base import Store
 from toolwire.store.records import (
     AWAITING,
+    CallCompletion,
     OpenedHistory,
     SessionInfo,
     StepRecord,
@@ -69,6 +70,9 @@ class StepRecorder:
         self._locked_at = 0.0
         self._untitled = False
         self.open_step: OpenStep | None = None
+        self.unwritten: list[ToolOutcome] = []
+        """Outcomes handed to :meth:`complete_later`: written by the next :meth:`finish_step` (or
+        :meth:`close_open_step`), announced only after it."""
         self.cancelled_calls: list[ToolCallComplete] = []
         """Completion events of the calls :meth:`close_open_step` cancelled, to publish with the end."""
 
@@ -223,12 +227,36 @@ class StepRecorder:
             finished_at=outcome.finished_at,
         )
 
+    def complete_later(self, outcome: ToolOutcome) -> None:
+        """The outcome of the step's last call to finish: written with the step's end, in the same
+        transaction (one commit fewer per step); nobody hears of it before that."""
+        assert self.open_step is not None
+        self.open_step.outcomes[outcome.call.tool_call_id] = outcome
+        self.unwritten.append(outcome)
+
+    def _completions(self, message_id: str) -> list[CallCompletion]:
+        unwritten, self.unwritten = self.unwritten, []
+        return [
+            CallCompletion(
+                tool_call_id=o.call.tool_call_id,
+                message_id=message_id,
+                status=o.status,
+                output=o.full_output,
+                is_error=o.result.is_error,
+                started_at=o.started_at,
+                finished_at=o.finished_at,
+            )
+            for o in unwritten
+        ]
+
     async def finish_step(
         self, step: int, tool_message: Message | None, usage: Usage, announce: Sequence[E]
     ) -> None:
-        """The step's results, usage and the seq of ``announce`` (numbered, about to be published): one
-        transaction, so a client resuming after them never misses or repeats one."""
+        """The step's results (those of :meth:`complete_later` included), usage and the seq of
+        ``announce`` (numbered, about to be published): one transaction, so a client resuming after them
+        never misses or repeats one."""
         last_seq = max((e.seq for e in announce), default=self.seq)
+        completed = self._completions(self.open_step.message_id) if self.open_step is not None else []
         await self.store.finish_step(
             self.session.id,
             step=step,
@@ -236,9 +264,25 @@ class StepRecorder:
             tool_message=tool_message,
             usage=usage,
             last_seq=last_seq,
+            completed=completed,
         )
         self._persisted_seq = max(self._persisted_seq, last_seq)
         self.open_step = None
+
+    def _ended(
+        self, call: ToolCallPart, output: Any, is_error: bool, status: ToolCallStatus, duration: float
+    ) -> ToolCallComplete:
+        """The completion event of a call the run's end announces."""
+        return self.event(
+            ToolCallComplete,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            args=call.args,
+            output=output,
+            is_error=is_error,
+            status=status,
+            duration=duration,
+        )
 
     async def close_open_step(self) -> Message | None:
         """The run stopped while tools ran: record the unfinished calls as cancelled (history stays valid).
@@ -252,23 +296,25 @@ class StepRecorder:
         try:
             results: list[ToolResultPart] = []
             now = time.time()
+            unwritten = {o.call.tool_call_id for o in self.unwritten}
+            completed = self._completions(open_step.message_id)
             for call in open_step.calls:
                 outcome = open_step.outcomes.get(call.tool_call_id)
                 if outcome is not None and outcome.status not in AWAITING:
                     results.append(outcome.result)
+                    if call.tool_call_id in unwritten:  # finished, never announced: it is, with the end
+                        self.cancelled_calls.append(
+                            self._ended(
+                                call,
+                                outcome.result.output,
+                                outcome.result.is_error,
+                                outcome.status,
+                                outcome.duration,
+                            )
+                        )
                     continue
                 # Announced with the run's end, so no client keeps showing the call as running.
-                self.cancelled_calls.append(
-                    self.event(
-                        ToolCallComplete,
-                        tool_call_id=call.tool_call_id,
-                        tool_name=call.tool_name,
-                        args=call.args,
-                        output=CANCELLED_OUTPUT,
-                        is_error=True,
-                        status="cancelled",
-                    )
-                )
+                self.cancelled_calls.append(self._ended(call, CANCELLED_OUTPUT, True, "cancelled", 0.0))
                 await self.store.complete_tool_call(
                     self.session.id,
                     call.tool_call_id,
@@ -295,6 +341,7 @@ class StepRecorder:
                 tool_message=message,
                 usage=Usage(),
                 last_seq=self.seq,
+                completed=completed,
             )
             self._persisted_seq = max(self._persisted_seq, self.seq)
             return message

@@ -58,7 +58,7 @@ from toolwire.models._builder import MessageBuilder
 from toolwire.models.base import ModelRequest, ToolDefinition
 from toolwire.pricing import total_cost
 from toolwire.store.base import Store
-from toolwire.store.records import SessionInfo, ToolCallRecord
+from toolwire.store.records import AWAITING, SessionInfo, ToolCallRecord
 from toolwire.tools.context import RunContext
 from toolwire.tools.executor import CallFinished, CallHeartbeat, CallStarted, ToolExecutor, ToolOutcome
 
@@ -433,10 +433,8 @@ class AgentRun(Generic[OutputT]):
         self._raise_for_outcomes(calls, outcomes)
         if waiting:
             return  # the run pauses: calls wait for a person
-        decision = self._decide(assistant, calls, accepted, output_errors, finish.reason)
-        async with aclosing(decision) as events:
-            async for event in events:
-                yield event
+        for event in await self._decide(assistant, calls, accepted, output_errors, finish.reason):
+            yield event
 
     async def _store_results(
         self,
@@ -455,7 +453,8 @@ class AgentRun(Generic[OutputT]):
         assert recorder is not None
         results = tuple(outcomes[c.tool_call_id].result for c in calls if c.tool_call_id in outcomes)
         tool_message = Message(role="tool", parts=results, session_id=self.session_id) if results else None
-        announce: list[AgentEvent] = []
+        # The calls finished last are written by this step's end: heard of only after it.
+        announce: list[AgentEvent] = [self._complete_event(o) for o in recorder.unwritten]
         if tool_message is not None:
             announce.append(recorder.event(MessagePersisted, message_id=tool_message.id, role="tool"))
         if waiting:
@@ -590,8 +589,11 @@ class AgentRun(Generic[OutputT]):
         inbox: asyncio.Queue[Any] = asyncio.Queue()
         self._inbox = inbox
 
-        async def record(outcome: ToolOutcome) -> None:
-            await recorder.complete(outcome)
+        async def record(outcome: ToolOutcome, last: bool) -> None:
+            if last and outcome.status not in AWAITING:
+                recorder.complete_later(outcome)  # written and announced with the step's end
+            else:
+                await recorder.complete(outcome)
             outcomes[outcome.call.tool_call_id] = outcome
 
         batch = executor.run_batch(
@@ -625,8 +627,11 @@ class AgentRun(Generic[OutputT]):
                                 elapsed=item.elapsed,
                             )
                         case CallFinished():
-                            if item.outcome.status != "awaiting_subagent":
-                                yield self._complete_event(item.outcome)
+                            outcome = item.outcome
+                            if outcome.status not in AWAITING and all(
+                                o is not outcome for o in recorder.unwritten
+                            ):
+                                yield self._complete_event(outcome)
                         case _Unnumbered():
                             yield recorder.event(item.cls, **item.fields)
                         case StepFinish():  # a sub-agent's (or deeper) model request: it rolls up here
@@ -644,25 +649,25 @@ class AgentRun(Generic[OutputT]):
         accepted: Any,
         output_errors: list[str],
         finish_reason: str,
-    ) -> AsyncGenerator[AgentEvent, None]:
+    ) -> list[AgentEvent]:
         """Is the run done? Without an output type: when the model stopped calling tools. With one: when a
-        valid object arrived; an invalid one is re-prompted at most ``output_retries`` times."""
+        valid object arrived; an invalid one is re-prompted at most ``output_retries`` times. Returns the
+        events to publish (a list, not a generator: every step asks, and one seldom has any)."""
         output = self._output
         if output is None:
             if not calls:
                 self._output_value = self._text_output = assistant.text
                 self._done = True
-            return
+            return []
         if accepted is NOTHING and not calls:
             accepted, output_errors = output.parse_text(assistant.text)
         if accepted is not NOTHING:
             self._output_value, self._text_output = accepted, assistant.text
             self._done = True
             assert self._recorder is not None
-            yield self._recorder.event(OutputAvailable, output=to_jsonable_python(accepted, fallback=str))
-            return
+            return [self._recorder.event(OutputAvailable, output=to_jsonable_python(accepted, fallback=str))]
         if not output_errors:
-            return  # real tools ran; the model continues
+            return []  # real tools ran; the model continues
         failure = output.rejected(
             assistant, output_errors, usage=sum(self._step_usage, Usage()), finish_reason=finish_reason
         )
@@ -670,6 +675,7 @@ class AgentRun(Generic[OutputT]):
             raise failure
         if not calls:  # the model answered in text: tell it what was wrong (stored like any turn)
             await self._append(output.retry_message(output_errors, self.session_id))
+        return []
 
     # -- helpers -----------------------------------------------------------------------------------
 

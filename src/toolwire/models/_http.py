@@ -20,7 +20,7 @@ import httpx
 from pydantic_core import from_json
 
 from toolwire.errors import ProviderConnectionError, ProviderHTTPError, ProviderProtocolError
-from toolwire.models._sse import iter_sse
+from toolwire.models._sse import SSEDecoder, SSEEvent
 from toolwire.models.base import (
     Model,
     ModelRequest,
@@ -38,6 +38,9 @@ DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=60.0, pool=10.0)
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 DONE = "[DONE]"
 """The ``type`` of the event standing for OpenAI's ``data: [DONE]`` terminator (which is not JSON)."""
+_DONE_BYTES = DONE.encode()
+_BATCH = 64
+"""Events decoded and handed on together (one generator step for all of them)."""
 
 
 def make_client(http_client: httpx.AsyncClient | None) -> tuple[httpx.AsyncClient, bool]:
@@ -284,17 +287,18 @@ class HTTPModel(Model):
             metadata = self._response_metadata(response)
             if metadata is not None:
                 yield metadata
-            events = self._whole(response) if self._is_whole(response) else self._stream_events(response)
+            batches = self._whole(response) if self._is_whole(response) else self._stream_batches(response)
             # An error, or a terminal event, ends the read; a body that just ends is the parser's to judge.
-            async with aclosing(events):
-                async for event in events:
-                    if isinstance(event, StreamError):
-                        yield event
-                        return
-                    for part in parser.feed(event):
-                        yield part
-                    if parser.done:
-                        return
+            async with aclosing(batches):
+                async for batch in batches:
+                    for event in batch:
+                        if isinstance(event, StreamError):
+                            yield event
+                            return
+                        for part in parser.feed(event):
+                            yield part
+                        if parser.done:
+                            return
         for part in parser.end():
             yield part
 
@@ -307,31 +311,53 @@ class HTTPModel(Model):
         content_type = response.headers.get("content-type", "")
         return not self.stream_enabled or content_type.startswith("application/json")
 
-    async def _whole(self, response: httpx.Response) -> AsyncGenerator[Json | StreamError, None]:
+    async def _whole(self, response: httpx.Response) -> AsyncGenerator[list[Json | StreamError], None]:
         content = await response.aread()
         body = parse_json(content)
         if not isinstance(body, dict):
-            yield self._protocol_error(f"invalid JSON response: {content[:200]!r}")
+            yield [self._protocol_error(f"invalid JSON response: {content[:200]!r}")]
             return
-        for event in self._whole_events(body):
-            yield event
+        yield list(self._whole_events(body))
 
-    async def _stream_events(self, response: httpx.Response) -> AsyncGenerator[Json | StreamError, None]:
-        """Server-sent events whose data is a JSON object; a named event's ``type`` defaults to its name."""
-        async for sse in iter_sse(response):
-            data = sse.data.strip()
-            if data == DONE:
-                yield {"type": DONE}
+    async def _stream_batches(
+        self, response: httpx.Response
+    ) -> AsyncGenerator[list[Json | StreamError], None]:
+        """The body's events, a list per chunk read (not a generator step per event: a large tool call
+        streams thousands): server-sent events whose data is a JSON object; a named event's ``type``
+        defaults to its name. An invalid event ends its batch with the error."""
+        decoder = SSEDecoder()
+        async for chunk in response.aiter_bytes():
+            events = decoder.feed(chunk)
+            # Decoded a slice at a time: a large chunk's events are not all alive at once as parsed JSON
+            # (the garbage collector would scan them again and again: time no longer linear in size).
+            for start in range(0, len(events), _BATCH):
+                batch = self._sse_json(events[start : start + _BATCH])
+                if batch:
+                    yield batch
+                    if isinstance(batch[-1], StreamError):
+                        return
+        batch = self._sse_json(decoder.end())
+        if batch:
+            yield batch
+
+    def _sse_json(self, events: list[SSEEvent]) -> list[Json | StreamError]:
+        out: list[Json | StreamError] = []
+        for name, raw in events:
+            data = raw.strip()
+            if data == _DONE_BYTES:
+                out.append({"type": DONE})
                 continue
             if not data:
                 continue
             event = parse_json(data)
             if not isinstance(event, dict):
-                yield self._protocol_error(f"invalid JSON in {sse.event!r} event: {data[:200]!r}")
-                return
-            if sse.event != "message":  # the SSE default: the data alone says what it is
-                event.setdefault("type", sse.event)
-            yield event
+                shown = data[:200].decode("utf-8", "replace")
+                out.append(self._protocol_error(f"invalid JSON in {name!r} event: {shown!r}"))
+                return out
+            if name != "message":  # the SSE default: the data alone says what it is
+                event.setdefault("type", name)
+            out.append(event)
+        return out
 
     def _protocol_error(self, message: str, *, retryable: bool = False) -> StreamError:
         return protocol_error(message, provider=self.provider, model=self.model_name, retryable=retryable)

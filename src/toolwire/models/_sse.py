@@ -1,48 +1,87 @@
-"""Server-sent events parsing shared by every SSE-speaking adapter."""
+"""Server-sent events framing shared by every SSE-speaking adapter, on the response's bytes.
+
+Framing works on each chunk as it arrives, not line by line through async iterators: a 1 MB tool call
+streams ~16,000 events, and three generators and a text decoder per line cost more than the JSON
+parse of the event. The data stays bytes (``pydantic_core.from_json`` reads UTF-8 itself).
+Handles LF, CRLF and CR line ends (also split across chunks), comments, ``event:``/``id:`` fields and
+multi-line data (https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation).
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from typing import TypeAlias
 
-import httpx
-
-
-@dataclass(frozen=True, slots=True)
-class SSEEvent:
-    event: str
-    """The ``event:`` field, ``"message"`` when absent."""
-    data: str
-    id: str | None = None
+SSEEvent: TypeAlias = tuple[str, bytes]
+"""An event's ``event:`` field (``"message"`` when absent) and its data. A plain tuple: building a
+dataclass per event cost a third of the framing. (``id:`` is read past: no adapter resumes a stream.)"""
 
 
-async def iter_sse(response: httpx.Response) -> AsyncIterator[SSEEvent]:
-    """Yield SSE events from a streaming response. Handles LF and CRLF framing, comments and multi-line data."""
-    async for event in iter_sse_lines(response.aiter_lines()):
-        yield event
+class SSEDecoder:
+    """Feed it the body's chunks; it returns the events each one completed."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._cr = False  # the last chunk ended in CR: maybe half of a CRLF
+        self._names: dict[bytes, str] = {}  # event names seen, decoded once
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        if self._cr:
+            chunk, self._cr = b"\r" + chunk, False
+        if chunk.endswith(b"\r"):
+            chunk, self._cr = chunk[:-1], True
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        buffer = self._buffer + chunk if self._buffer else chunk
+        end = buffer.rfind(b"\n\n")
+        if end < 0:
+            self._buffer = buffer
+            return []
+        self._buffer = buffer[end + 2 :]
+        events: list[SSEEvent] = []
+        names = self._names
+        for block in buffer[:end].split(b"\n\n"):
+            if block.startswith(b"data: ") and b"\n" not in block:  # the usual event: one data line
+                events.append(("message", block[6:]))
+                continue
+            if block.startswith(b"event: "):  # or a name line, then one data line (Anthropic, Responses)
+                line_end = block.find(b"\n")
+                if block.startswith(b"data: ", line_end + 1) and block.find(b"\n", line_end + 1) < 0:
+                    raw = block[7:line_end]
+                    name = names.get(raw)
+                    if name is None:
+                        name = names[raw] = raw.decode("utf-8", "replace").strip() or "message"
+                    events.append((name, block[line_end + 7 :]))
+                    continue
+            if block:
+                _parse_block(block, events)
+        return events
+
+    def end(self) -> list[SSEEvent]:
+        """What a stream cut without its final blank line still delivers: its last event."""
+        rest, self._buffer, self._cr = self._buffer, b"", False
+        events: list[SSEEvent] = []
+        if rest:
+            _parse_block(rest, events)
+        return events
 
 
-async def iter_sse_lines(lines: AsyncIterator[str]) -> AsyncIterator[SSEEvent]:
+def _parse_block(block: bytes, events: list[SSEEvent]) -> None:
     event = ""
-    data: list[str] = []
-    event_id: str | None = None
-    async for raw in lines:
-        line = raw.rstrip("\r\n")
-        if not line:
+    data: list[bytes] = []
+    for line in block.split(b"\n"):
+        if not line:  # a blank line inside the block (three or more line ends in a row): dispatch
             if data:
-                yield SSEEvent(event or "message", "\n".join(data), event_id)
+                events.append((event or "message", b"\n".join(data)))
             event, data = "", []
             continue
-        if line.startswith(":"):
+        if line.startswith(b":"):
             continue
-        name, _, value = line.partition(":")
-        if value.startswith(" "):
+        name, _, value = line.partition(b":")
+        if value.startswith(b" "):
             value = value[1:]
-        if name == "data":
+        if name == b"data":
             data.append(value)
-        elif name == "event":
-            event = value.strip()
-        elif name == "id":
-            event_id = value
-    if data:  # a stream cut without the final blank line still delivers its last event
-        yield SSEEvent(event or "message", "\n".join(data), event_id)
+        elif name == b"event":
+            event = value.decode("utf-8", "replace").strip()
+    if data:
+        events.append((event or "message", b"\n".join(data)))

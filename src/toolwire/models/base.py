@@ -9,10 +9,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias, get_args
 
 from pydantic import Field, TypeAdapter
 
+from toolwire._fast_init import fast_frozen_init
 from toolwire.errors import ProviderError
 from toolwire.messages import Message, ProviderMetadata, ToolCallPart, ToolResultPart, Usage
 
@@ -240,6 +241,9 @@ _SerializablePart: TypeAlias = (
 """Every stream part but :class:`StreamError`, which holds an exception pydantic cannot describe."""
 
 ModelStreamPart: TypeAlias = Annotated[_SerializablePart | StreamError, Field(discriminator="type")]
+
+for _part_class in (*get_args(_SerializablePart), StreamError):
+    fast_frozen_init(_part_class)  # one part per streamed fragment: built at slot speed
 
 StreamPartAdapter: TypeAdapter[Any] = TypeAdapter(Annotated[_SerializablePart, Field(discriminator="type")])
 """Serializes every stream part except :class:`StreamError` (golden files, debugging)."""

@@ -22,7 +22,8 @@ from toolwire.messages import (
     parts_from_jsonable,
     parts_to_jsonable,
 )
-from toolwire.store.records import SessionInfo, ToolCallRecord
+from toolwire.store._sql_direct import first_row, write_rows
+from toolwire.store.records import CallCompletion, SessionInfo, ToolCallRecord
 from toolwire.store.schema import STATUS_CHECK, messages, sessions, tool_calls
 
 MARK_INTERRUPTED = (
@@ -165,10 +166,10 @@ SET_SESSION_USAGE = (
 def touch(conn: sa.Connection, session_id: str, *, last_seq: int | None = None) -> None:
     """Bump ``updated_at`` (and ``last_seq``); on PostgreSQL its row lock serialises the session's writers."""
     if last_seq is None:
-        result = conn.execute(TOUCH, {"t_id": session_id, "t_now": time.time()})
+        changed = write_rows(conn, TOUCH, {"t_id": session_id, "t_now": time.time()})
     else:
-        result = conn.execute(TOUCH_SEQ, {"t_id": session_id, "t_now": time.time(), "t_seq": last_seq})
-    if result.rowcount != 1:
+        changed = write_rows(conn, TOUCH_SEQ, {"t_id": session_id, "t_now": time.time(), "t_seq": last_seq})
+    if changed != 1:
         raise StoreError(f"unknown session {session_id!r}: call ensure_session first")
 
 
@@ -184,10 +185,13 @@ def insert_message(
     """Insert at the session's next position; False when this message id is already stored there."""
     if message.session_id not in (None, session_id):
         raise StoreError(f"message {message.id} belongs to session {message.session_id}, not {session_id}")
-    stored, position = conn.execute(MESSAGE_SLOT, {"m_id": message.id, "m_session": session_id}).one()
+    slot = first_row(conn, MESSAGE_SLOT, {"m_id": message.id, "m_session": session_id})
+    assert slot is not None  # one row of two scalar subqueries, always
+    stored, position = slot
     if stored is not None:
         return False
-    conn.execute(
+    write_rows(
+        conn,
         INSERT_MESSAGE,
         {
             "id": message.id,
@@ -218,6 +222,20 @@ def session_values(info: SessionInfo) -> dict[str, Any]:
         "updated_at": info.updated_at,
         "last_seq": info.last_seq,
         "usage": usage_to_json(info.usage),
+    }
+
+
+def completion_row(session_id: str, c: CallCompletion) -> dict[str, Any]:
+    """The parameters of :data:`COMPLETE_CALL` for one call's end."""
+    return {
+        "b_session_id": session_id,
+        "b_message_id": c.message_id,
+        "b_tool_call_id": c.tool_call_id,
+        "status": c.status,
+        "output": c.output,
+        "is_error": c.is_error,
+        "started_at": c.started_at,
+        "finished_at": c.finished_at,
     }
 
 

@@ -8,9 +8,10 @@ During a run, exactly one object writes: the loop's :class:`~toolwire.agent._rec
 3. :meth:`Store.begin_step` after the model finished a step: the assistant message and every tool call
    it made, recorded as *pending* (or *awaiting* a person: the run will pause), in one transaction,
    BEFORE any tool runs;
-4. :meth:`Store.complete_tool_call` as each tool finishes (so a crash later loses no finished result);
+4. :meth:`Store.complete_tool_call` as each tool finishes (so a crash later loses no finished result),
+   but the last of a step's calls to finish: its row is written by
 5. :meth:`Store.finish_step` with the step's tool-result message, usage and the session's last event seq,
-   in one transaction; then :meth:`Store.unlock_session`. A paused step's message holds the results it
+   in one transaction (in either case before anyone hears of the result); then :meth:`Store.unlock_session`. A paused step's message holds the results it
    has; the run that answers the waiting calls stores theirs in another (``load_history`` merges them).
 
 A run reads with :meth:`Store.open_history` (the repaired history and the calls a paused run left
@@ -32,6 +33,7 @@ from typing import Any, Protocol
 from toolwire.agent.history import repair_history
 from toolwire.messages import Message, Usage
 from toolwire.store.records import (
+    CallCompletion,
     CallKey,
     OpenedHistory,
     SessionInfo,
@@ -151,8 +153,10 @@ class Store(ABC):
         tool_message: Message | None,
         usage: Usage,
         last_seq: int,
+        completed: Sequence[CallCompletion] = (),
     ) -> None:
-        """The step's tool-result message, usage added to the session total, last seq: one transaction."""
+        """The step's tool-result message, usage added to the session total, last seq, and the rows of
+        ``completed`` calls (as :meth:`complete_tool_call` writes them): one transaction."""
 
     @abstractmethod
     async def raw_messages(self, session_id: str) -> list[Message]:

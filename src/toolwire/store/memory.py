@@ -14,6 +14,7 @@ from toolwire.messages import Message, Usage
 from toolwire.store._locks import owner_is_dead
 from toolwire.store.base import Store
 from toolwire.store.records import (
+    CallCompletion,
     CallKey,
     SessionInfo,
     StepRecord,
@@ -33,10 +34,13 @@ class MemoryStore(Store):
         self._calls: dict[str, dict[CallKey, ToolCallRecord]] = {}
         self._steps: dict[str, list[StoredStep]] = {}
         self._locks: dict[str, tuple[str, float]] = {}
+        self._touched: dict[str, float] = {}
+        """Last write per session (``updated_at``), kept apart: rebuilding the frozen row on every write
+        cost more than the write itself; readers see it through :meth:`_row`."""
         self._mutex = asyncio.Lock()
 
     async def ensure_session(self, info: SessionInfo) -> SessionInfo:
-        existing = self._sessions.get(info.id)
+        existing = self._row(info.id)
         if existing is not None:
             return existing
         self._sessions[info.id] = info
@@ -45,7 +49,7 @@ class MemoryStore(Store):
         return info
 
     async def get_session(self, session_id: str) -> SessionInfo | None:
-        return self._sessions.get(session_id)
+        return self._row(session_id)
 
     async def create_session(self, info: SessionInfo) -> bool:
         if info.id in self._sessions:
@@ -64,8 +68,9 @@ class MemoryStore(Store):
     ) -> list[SessionInfo]:
         rows = [
             s
-            for s in self._sessions.values()
-            if (user_id is None or s.user_id == user_id)
+            for s in (self._row(sid) for sid in self._sessions)
+            if s is not None
+            and (user_id is None or s.user_id == user_id)
             and (user_session_id is None or (s.user_session_id or s.id) == user_session_id)
             and not (top_level and s.parent_session_id)
             and (after is None or (-s.updated_at, s.id) > (-after[0], after[1]))
@@ -145,13 +150,26 @@ class MemoryStore(Store):
         tool_message: Message | None,
         usage: Usage,
         last_seq: int,
+        completed: Sequence[CallCompletion] = (),
     ) -> None:
+        for c in completed:
+            await self.complete_tool_call(
+                session_id,
+                c.tool_call_id,
+                message_id=c.message_id,
+                status=c.status,
+                output=c.output,
+                is_error=c.is_error,
+                started_at=c.started_at,
+                finished_at=c.finished_at,
+            )
         if tool_message is not None:
             self._messages[session_id].append(tool_message)
         info = self._sessions[session_id]
         self._sessions[session_id] = replace(
             info, usage=info.usage + usage, last_seq=max(info.last_seq, last_seq), updated_at=time.time()
         )
+        self._touched.pop(session_id, None)
 
     async def raw_messages(self, session_id: str) -> list[Message]:
         return list(self._messages.get(session_id, ()))
@@ -184,7 +202,14 @@ class MemoryStore(Store):
         if [sid for sid in tree if await self.run_in_progress(sid)]:
             raise SessionBusyError(f"session {session_id} is busy with a run")
         for sid in tree:
-            for table in (self._sessions, self._messages, self._calls, self._steps, self._locks):
+            for table in (
+                self._sessions,
+                self._messages,
+                self._calls,
+                self._steps,
+                self._locks,
+                self._touched,
+            ):
                 table.pop(sid, None)
         return True
 
@@ -227,6 +252,13 @@ class MemoryStore(Store):
         return holder is not None and holder[1] > time.time() and not owner_is_dead(holder[0])
 
     def _touch(self, session_id: str) -> None:
+        if session_id in self._sessions:
+            self._touched[session_id] = time.time()
+
+    def _row(self, session_id: str) -> SessionInfo | None:
+        """The session's row as stored, with its last write time."""
         info = self._sessions.get(session_id)
-        if info is not None:
-            self._sessions[session_id] = replace(info, updated_at=time.time())
+        touched = self._touched.get(session_id)
+        if info is None or touched is None or touched <= info.updated_at:
+            return info
+        return replace(info, updated_at=touched)

@@ -83,6 +83,21 @@ class ToolCallRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CallCompletion:
+    """A tool call's end, written by :meth:`~toolwire.store.base.Store.finish_step` in the step's own
+    transaction: the loop hands the call that finishes a step's batch there instead of to a separate
+    :meth:`~toolwire.store.base.Store.complete_tool_call` (one commit per step fewer)."""
+
+    tool_call_id: str
+    message_id: str
+    status: ToolCallRowStatus
+    output: Any
+    is_error: bool
+    started_at: float | None
+    finished_at: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StepRecord:
     """One model step as handed to the store by the loop."""
 

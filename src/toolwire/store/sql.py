@@ -21,6 +21,7 @@ Every SQLAlchemy or driver error leaves this module as :class:`~toolwire.errors.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -34,6 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from toolwire.errors import ConfigError, MissingExtraError, SessionBusyError, StoreError
 from toolwire.messages import Message, Usage
 from toolwire.store._locks import owner_is_dead
+from toolwire.store._sql_direct import first_row, write_rows
 from toolwire.store._sql_engine import (
     AsyncRunner,
     ThreadRunner,
@@ -49,6 +51,7 @@ from toolwire.store._sql_rows import (
     SESSION_USAGE,
     SET_SESSION_USAGE,
     check_schema,
+    completion_row,
     dumps,
     insert_message,
     message_from_row,
@@ -63,6 +66,7 @@ from toolwire.store._sql_rows import (
 )
 from toolwire.store.base import DEFAULT_URL, Store
 from toolwire.store.records import (
+    CallCompletion,
     CallKey,
     SessionInfo,
     StepRecord,
@@ -261,8 +265,10 @@ class SQLStore(Store):
             )
             if rows:
                 # Idempotent per call: a retried step records each call once.
-                conn.execute(
-                    self._insert_ignoring(tool_calls, ["session_id", "message_id", "tool_call_id"]), rows
+                write_rows(
+                    conn,
+                    self._insert_ignoring(tool_calls, ["session_id", "message_id", "tool_call_id"]),
+                    rows,
                 )
 
         await self._write("begin a step", op)
@@ -290,16 +296,18 @@ class SQLStore(Store):
             if found is None:
                 return
             message_id = found
-        row = {
-            "b_session_id": session_id,
-            "b_message_id": message_id,
-            "b_tool_call_id": tool_call_id,
-            "status": status,
-            "output": output,
-            "is_error": is_error,
-            "started_at": started_at,
-            "finished_at": finished_at,
-        }
+        row = completion_row(
+            session_id,
+            CallCompletion(
+                tool_call_id=tool_call_id,
+                message_id=message_id,
+                status=status,
+                output=output,
+                is_error=is_error,
+                started_at=started_at,
+                finished_at=finished_at,
+            ),
+        )
         # Group commit: completions that arrive while a write is in flight (parallel calls finishing
         # together) share the next transaction. Each caller still returns only once its row is durable.
         loop = asyncio.get_running_loop()
@@ -323,7 +331,7 @@ class SQLStore(Store):
             batch, self._completions = self._completions, []
 
             def op(conn: sa.Connection, batch: list[tuple[Any, asyncio.Future[None]]] = batch) -> None:
-                conn.execute(COMPLETE_CALL, [row for row, _ in batch])  # one executemany for the batch
+                write_rows(conn, COMPLETE_CALL, [row for row, _ in batch])  # one executemany for the batch
 
             try:
                 await self._write("complete a tool call", op)
@@ -347,17 +355,24 @@ class SQLStore(Store):
         tool_message: Message | None,
         usage: Usage,
         last_seq: int,
+        completed: Sequence[CallCompletion] = (),
     ) -> None:
+        rows = [completion_row(session_id, c) for c in completed]
+
         def op(conn: sa.Connection) -> None:
             touch(conn, session_id, last_seq=last_seq)
+            if rows:  # idempotent: a retry writes the same rows again
+                write_rows(conn, COMPLETE_CALL, rows)
             if tool_message is not None and not insert_message(
                 conn, session_id, tool_message, interaction_id=interaction_id, step=step
             ):
                 return  # this step was already finished (a retry after a lost commit acknowledgement)
             # The session row is locked by touch, so this read-modify-write cannot lose an update.
-            current = conn.scalar(SESSION_USAGE, {"u_id": session_id})
+            (current,) = first_row(conn, SESSION_USAGE, {"u_id": session_id}) or (None,)
+            if isinstance(current, str):  # SQLite's JSON column comes back as its text
+                current = json.loads(current)
             total = usage_from_json(current) + usage
-            conn.execute(SET_SESSION_USAGE, {"u_id": session_id, "u_usage": usage_to_json(total)})
+            write_rows(conn, SET_SESSION_USAGE, {"u_id": session_id, "u_usage": usage_to_json(total)})
 
         await self._write("finish a step", op)
 

@@ -140,7 +140,7 @@ class ToolExecutor:
         ctx: RunContext[Any],
         *,
         inbox: asyncio.Queue[Any],
-        on_finished: Callable[[ToolOutcome], Awaitable[None]],
+        on_finished: Callable[[ToolOutcome, bool], Awaitable[None]],
         args_errors: dict[str, str] | None = None,
         sequential: bool = False,
         heartbeat_interval: float | None = None,
@@ -149,21 +149,25 @@ class ToolExecutor:
         :data:`BatchItem` s as they happen, heartbeats included, and every other item the tools put in
         ``inbox`` (their progress events, a sub-agent's events) in the order they were put there.
 
-        ``on_finished`` records each outcome before its :class:`CallFinished` is yielded. Closing the
+        ``on_finished(outcome, last)`` records each outcome before its :class:`CallFinished` is yielded;
+        ``last`` is true for the batch's last call to finish (the loop writes it with the step's end). Closing the
         generator cancels the calls still running and waits for them: no call outlives its batch. (The
         tasks are owned here rather than by an ``asyncio.TaskGroup``, which cannot span the yields of a
         generator: closing one mid-batch would raise an exception group instead of ``GeneratorExit``.)
         """
         errors = args_errors or {}
         running: dict[str, tuple[ToolCallPart, float]] = {}
+        unfinished = len(calls)
 
         async def run_one(call: ToolCallPart) -> None:
+            nonlocal unfinished
             started = time.time()
             running[call.tool_call_id] = (call, started)
             inbox.put_nowait(CallStarted(call, started))
             outcome = await self.execute(call, ctx.for_call(call), args_error=errors.get(call.tool_call_id))
             running.pop(call.tool_call_id, None)
-            await on_finished(outcome)
+            unfinished -= 1
+            await on_finished(outcome, unfinished == 0)
             inbox.put_nowait(CallFinished(outcome))
 
         async def guarded(batch: Sequence[ToolCallPart]) -> None:
@@ -196,10 +200,11 @@ class ToolExecutor:
                 if not isinstance(item, _Failed):
                     yield item
         finally:
-            for task in tasks:
-                if not task.done():
+            still_running = [task for task in tasks if not task.done()]
+            if still_running:  # gathering finished tasks would still cost an event-loop turn per step
+                for task in still_running:
                     task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+                await asyncio.gather(*still_running, return_exceptions=True)
 
     async def execute(
         self, call: ToolCallPart, ctx: RunContext[Any], *, args_error: str | None = None
@@ -231,7 +236,8 @@ class ToolExecutor:
                     tool_call_id=call.tool_call_id,
                 )
             timeout = tool.timeout if tool.timeout is not None else self.default_timeout
-            output = await self._run(tool, kwargs, ctx.for_call(call), timeout, call)
+            call_ctx = ctx if call is ctx.call else ctx.for_call(call)  # an interceptor may rewrite it
+            output = await self._run(tool, kwargs, call_ctx, timeout, call)
         except SubAgentPaused as exc:
             return paused_outcome(call, exc, started)
         except ToolError as exc:

@@ -138,19 +138,25 @@ class BedrockModel(HTTPModel):
     def _whole_events(self, body: Json) -> Iterable[Json | StreamError]:
         return events_from_response(body)
 
-    async def _stream_events(self, response: httpx.Response) -> AsyncGenerator[Json | StreamError, None]:
+    async def _stream_batches(
+        self, response: httpx.Response
+    ) -> AsyncGenerator[list[Json | StreamError], None]:
         buffer = EventStreamBuffer()
         async for chunk in response.aiter_bytes():
             buffer.add_data(chunk)
+            batch: list[Json | StreamError] = []
             while True:  # every frame this chunk completed; botocore checks both CRCs
                 try:
                     message = next(buffer)
                 except StopIteration:
                     break
                 except ParserError as exc:
-                    yield self._protocol_error(f"corrupt event stream frame: {exc}")
+                    batch.append(self._protocol_error(f"corrupt event stream frame: {exc}"))
+                    yield batch
                     return
-                yield self._decode(message)
+                batch.append(self._decode(message))
+            if batch:
+                yield batch
 
     def _decode(self, message: EventStreamMessage) -> Json | StreamError:
         headers = message.headers

@@ -142,21 +142,24 @@ class GeminiModel(HTTPModel):
     def _whole_events(self, body: Json) -> Iterable[Json | StreamError]:
         return [body]
 
-    async def _stream_events(self, response: httpx.Response) -> AsyncGenerator[Json | StreamError, None]:
+    async def _stream_batches(
+        self, response: httpx.Response
+    ) -> AsyncGenerator[list[Json | StreamError], None]:
         if _is_sse(response):
-            async for event in super()._stream_events(response):
-                yield event
+            async for batch in super()._stream_batches(response):
+                yield batch
             return
         array = JsonArrayReader()
         try:
             async for text in response.aiter_text():
-                for element in array.feed(text):
-                    yield element
+                elements: list[Json | StreamError] = list(array.feed(text))
+                if elements:
+                    yield elements
         except ValueError as exc:
-            yield self._protocol_error(f"undecodable response: {exc}")
+            yield [self._protocol_error(f"undecodable response: {exc}")]
             return
         if array.incomplete:
-            yield self._protocol_error("the response stream ended inside a JSON element", retryable=True)
+            yield [self._protocol_error("the response stream ended inside a JSON element", retryable=True)]
 
 
 def _is_sse(response: httpx.Response) -> bool:

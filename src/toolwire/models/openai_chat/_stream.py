@@ -75,6 +75,25 @@ def chat_usage(usage: Json, quirk: UsageQuirk | None) -> Usage:
     return base
 
 
+# The keys a chunk carrying only the next fragment of a started call may have (see _next_fragment).
+_CHUNK_KEYS = frozenset(
+    {
+        "id",
+        "object",
+        "created",
+        "model",
+        "system_fingerprint",
+        "service_tier",
+        "choices",
+        "usage",
+        "obfuscation",
+    }
+)
+_DELTA_KEYS = frozenset({"tool_calls", "role", "content", "refusal"})
+_CALL_KEYS = frozenset({"index", "function", "type"})
+_FUNCTION_KEYS = frozenset({"arguments", "name"})
+
+
 @dataclass(slots=True)
 class _Call:
     """One tool call being streamed."""
@@ -112,6 +131,11 @@ class ChatParser:
         self.done = False
 
     def feed(self, chunk: Json) -> list[ModelStreamPart]:
+        fragment = self._next_fragment(chunk)
+        if fragment is not None:
+            call, text = fragment
+            call.acc.add(text)
+            return [ToolInputDelta(tool_call_id=call.id, delta=text)]
         if chunk.get("type") == DONE:
             self.done = True
             return self._finish()
@@ -138,6 +162,37 @@ class ChatParser:
                 self.raw_finish = reason
                 out += self._close_all()
         return out
+
+    def _next_fragment(self, chunk: Json) -> tuple[_Call, str] | None:
+        """The fast path of a long tool call (a 1 MB argument streams ~16,000 chunks): a chunk that only
+        carries the next arguments fragment of the call being streamed, with nothing else the general
+        path would act on (no usage, finish, text, id, name or extra). ``None``: take the general path."""
+        if not self._metadata_sent or self._open or chunk.get("usage") or not _CHUNK_KEYS.issuperset(chunk):
+            return None
+        choices = chunk.get("choices")
+        if type(choices) is not list or len(choices) != 1:
+            return None
+        choice = choices[0]
+        if type(choice) is not dict or choice.get("finish_reason") or choice.get("index", 0) != 0:
+            return None
+        delta = choice.get("delta")
+        if type(delta) is not dict or delta.get("content") or not _DELTA_KEYS.issuperset(delta):
+            return None
+        calls = delta.get("tool_calls")
+        if type(calls) is not list or len(calls) != 1:
+            return None
+        entry = calls[0]
+        if type(entry) is not dict or not _CALL_KEYS.issuperset(entry):
+            return None
+        function = entry.get("function")
+        if type(function) is not dict or function.get("name") or not _FUNCTION_KEYS.issuperset(function):
+            return None
+        arguments = function.get("arguments")
+        index = entry.get("index", 0)
+        call = self._by_index.get(index) if type(index) is int else None
+        if type(arguments) is not str or not arguments or call is None or not call.started or call.closed:
+            return None
+        return call, arguments
 
     def end(self) -> list[ModelStreamPart]:
         """The body ended without ``[DONE]``: complete if a finish_reason came, else cut off."""

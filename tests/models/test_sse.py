@@ -1,0 +1,46 @@
+"""SSE framing on bytes: every line-end style, cut anywhere between chunks, gives the same events."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolwire.models._sse import SSEDecoder, SSEEvent
+
+BODY = (
+    ": a comment\n"
+    'data: {"a": 1}\n\n'
+    "event: content_block_delta\n"
+    "id: 7\n"
+    'data: {"b": 2}\n\n\n'
+    "data: first line\n"
+    "data:second line\n\n"
+    "data: [DONE]\n\n"
+    "data: cut without its blank line"
+)
+EXPECTED = [
+    ("message", b'{"a": 1}'),
+    ("content_block_delta", b'{"b": 2}'),
+    ("message", b"first line\nsecond line"),
+    ("message", b"[DONE]"),
+    ("message", b"cut without its blank line"),
+]
+
+
+def _decode(body: bytes, size: int) -> list[SSEEvent]:
+    decoder = SSEDecoder()
+    events: list[SSEEvent] = []
+    for start in range(0, len(body), size):
+        events.extend(decoder.feed(body[start : start + size]))
+    return events + decoder.end()
+
+
+@pytest.mark.parametrize("line_end", ["\n", "\r\n", "\r"])
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 64, 4096])
+def test_events_are_the_same_whatever_the_line_ends_and_chunks(line_end: str, size: int) -> None:
+    body = BODY.replace("\n", line_end).encode()
+    assert _decode(body, size) == EXPECTED
+
+
+def test_utf8_split_inside_a_character_stays_whole() -> None:
+    body = 'data: {"t": "héllo ✓"}\n\n'.encode()
+    assert _decode(body, 1) == [("message", '{"t": "héllo ✓"}'.encode())]

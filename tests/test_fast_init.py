@@ -1,0 +1,49 @@
+"""The slot-speed ``__init__`` of events and stream parts keeps what the dataclass one guaranteed."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from toolwire._fast_init import fast_frozen_init
+from toolwire.events import InteractionEnd, ToolCallComplete, event_from_dict, event_to_dict
+from toolwire.messages import Usage
+from toolwire.models.base import TextDelta
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Pair:
+    left: int
+    right: list[int] = dataclasses.field(default_factory=list)
+    label: str = "x"
+
+
+def test_the_replaced_init_keeps_signature_defaults_and_factories() -> None:
+    made: type[Any] = dataclasses.make_dataclass("Made", [("left", int)], frozen=True, slots=True)
+    assert fast_frozen_init(made)(1).left == 1
+    fast_frozen_init(_Pair)
+    a, b = _Pair(1), _Pair(1, label="y")
+    assert (a.left, a.right, a.label, b.label) == (1, [], "x", "y")
+    assert a.right is not _Pair(1).right  # a fresh default per instance, as the factory promises
+    assert _Pair(2, [3]) == _Pair(left=2, right=[3])
+    with pytest.raises(TypeError):
+        _Pair()  # type: ignore[call-arg]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.left = 3  # type: ignore[misc]
+
+
+def test_events_and_stream_parts_stay_frozen_equal_and_round_trip() -> None:
+    event = ToolCallComplete(
+        session_id="s", seq=4, tool_call_id="c", tool_name="t", args={"a": 1}, output="ok", status="ok"
+    )
+    assert event.timestamp > 0 and event.type == "tool-call-complete" and event.is_error is False
+    assert event_from_dict(event_to_dict(event)) == event
+    assert isinstance(InteractionEnd(session_id="s").usage, Usage)
+    with pytest.raises(TypeError):
+        ToolCallComplete("s", tool_call_id="c")  # type: ignore[call-arg]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        event.seq = 5  # type: ignore[misc]
+    part = TextDelta(id="0", delta="hi")
+    assert part == TextDelta(id="0", delta="hi") and hash(part) == hash(TextDelta(id="0", delta="hi"))
