@@ -9,6 +9,8 @@ that records a seq only ever records the seq of events already numbered.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from toolwire.agent.history import CANCELLED_OUTPUT
+from toolwire.errors import SessionBusyError
 from toolwire.events import Envelope, ToolCallComplete, ToolCallStatus
 from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage
 from toolwire.store._locks import lock_owner
@@ -67,6 +70,8 @@ class StepRecorder:
         self._max_output_chars = max_output_chars
         self._lock_owner = lock_owner(interaction_id)
         self._locked_at = 0.0
+        self._ttl = store.lease_ttl or LOCK_TTL
+        self._heartbeat: asyncio.Task[None] | None = None
         self._untitled = False
         self.open_step: OpenStep | None = None
         self.cancelled_calls: list[ToolCallComplete] = []
@@ -103,15 +108,39 @@ class StepRecorder:
         check_owner(info, self.session.user_id, parent_session_id=self.session.parent_session_id)
         self._untitled = info.title is None and info.parent_session_id is None
         self.seq = self._persisted_seq = info.last_seq
-        await self.store.lock_session(self.session.id, self._lock_owner, ttl=LOCK_TTL)
+        await self.store.lock_session(self.session.id, self._lock_owner, ttl=self._ttl)
         self._locked_at = time.monotonic()
-        return await self.store.open_history(self.session.id, max_output_chars=self._max_output_chars)
+        opened = await self.store.open_history(self.session.id, max_output_chars=self._max_output_chars)
+        if self.store.lease_ttl:
+            self._heartbeat = asyncio.create_task(self._renew_forever(self.store.lease_ttl))
+        return opened
 
     async def renew_lock(self) -> None:
         """Keep the session through a long run (cheap: writes only after half the TTL)."""
-        if time.monotonic() - self._locked_at > LOCK_TTL / 2:
-            await self.store.lock_session(self.session.id, self._lock_owner, ttl=LOCK_TTL)
+        if self._heartbeat is None and time.monotonic() - self._locked_at > self._ttl / 2:
+            await self.store.lock_session(self.session.id, self._lock_owner, ttl=self._ttl)
             self._locked_at = time.monotonic()
+
+    async def _renew_forever(self, ttl: float) -> None:
+        """A lease: renewed every third of its TTL whatever the run is doing (a long tool included), so
+        it expires only when this process stops; other replicas then take the run over."""
+        while True:
+            await asyncio.sleep(ttl / 3)
+            try:
+                await self.store.lock_session(self.session.id, self._lock_owner, ttl=ttl)
+            except SessionBusyError:
+                # Renewed too late and another replica took the run over: it continues it.
+                logger.error("session %s: the run lease was lost to another replica", self.session.id)
+                return
+            except Exception:  # the database is briefly unreachable: try again at the next beat
+                logger.warning("could not renew the run lease of %s", self.session.id, exc_info=True)
+
+    async def _stop_heartbeat(self) -> None:
+        task, self._heartbeat = self._heartbeat, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
     async def release(self) -> None:
         """Record the last seq (resume by ``Last-Event-ID`` across runs) and give the session back."""
@@ -129,6 +158,7 @@ class StepRecorder:
         except Exception:
             logger.exception("could not record the last event seq for session %s", self.session.id)
         finally:
+            await self._stop_heartbeat()
             await self.store.unlock_session(self.session.id, self._lock_owner)
 
     # -- the hook ----------------------------------------------------------------------------------

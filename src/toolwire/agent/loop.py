@@ -26,7 +26,9 @@ from toolwire._text import clean_part, clean_text
 from toolwire.agent._model_step import ModelStep
 from toolwire.agent._pause import Gate, Waiting, pending_of, plan_answers, unanswered
 from toolwire.agent._recorder import StepRecorder
+from toolwire.agent._takeover import final_answer, interrupted_calls
 from toolwire.agent.config import RunConfig
+from toolwire.agent.history import INTERRUPTED_OUTPUT
 from toolwire.agent.output import NOTHING, OutputPolicy
 from toolwire.agent.pending import Approval, DecisionKey, PendingCall, Resume
 from toolwire.errors import MaxStepsExceeded, ToolBlockedError
@@ -152,8 +154,10 @@ class AgentRun(Generic[OutputT]):
         user_id: str | None = None,
         approvals: Mapping[DecisionKey, Approval] | None = None,
         tool_outputs: Mapping[DecisionKey, Any] | None = None,
+        takeover: bool = False,
     ) -> None:
         self.config = config
+        self._takeover = takeover
         parent_run = parent.sink if parent is not None and isinstance(parent.sink, AgentRun) else None
         self._parent_run = parent_run
         if parent_run is not None:
@@ -275,7 +279,10 @@ class AgentRun(Generic[OutputT]):
                 agent_name=config.name,
                 parent_tool_call_id=self.parent_tool_call_id,
             )
-            if opened.awaited or self.approvals or self.tool_outputs or not self._new_turn:
+            if self._takeover:
+                for event in self._take_over(opened.interrupted):
+                    yield event
+            elif opened.awaited or self.approvals or self.tool_outputs or not self._new_turn:
                 async with aclosing(self._answer(opened.awaited, executor)) as answer_events:
                     async for event in answer_events:
                         yield event
@@ -697,6 +704,28 @@ class AgentRun(Generic[OutputT]):
             duration=outcome.duration,
         )
         return event
+
+    def _take_over(self, interrupted: Sequence[tuple[str, str]]) -> list[AgentEvent]:
+        """Continuing a dead replica's run: the calls it left running end, for every watcher, as the model
+        sees them (interrupted); a run that had already answered is done."""
+        assert self._recorder is not None
+        events: list[AgentEvent] = [
+            self._recorder.event(
+                ToolCallComplete,
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                args=call.args,
+                output=INTERRUPTED_OUTPUT,
+                is_error=True,
+                status="interrupted",
+            )
+            for call in interrupted_calls(self._history, interrupted)
+        ]
+        final = final_answer(self._history) if self._output is None else None
+        if final is not None:
+            self._output_value = self._text_output = final
+            self._done = True
+        return events
 
     def _raise_for_outcomes(self, calls: list[ToolCallPart], outcomes: dict[str, ToolOutcome]) -> None:
         for call in calls:

@@ -20,7 +20,10 @@ from toolwire.server.auth import Auth
 from toolwire.server.errors import RequestError, not_found
 from toolwire.server.hub import EventHub
 from toolwire.server.runs import RunManager
+from toolwire.server.shared_hub import SharedEventHub
+from toolwire.server.takeover import LeaseWatcher
 from toolwire.server.ui_stream import ClientFeatures, parse_client_version
+from toolwire.store._locks import lock_owner
 from toolwire.store.base import Store
 from toolwire.store.records import SessionInfo
 
@@ -33,19 +36,41 @@ class ToolwireServer:
         agent: Agent[Any, Any],
         *,
         auth: Auth,
-        hub: EventHub,
+        hub: EventHub | SharedEventHub | None,
         limits: Limits,
         ai_sdk_version: str | None,
     ) -> None:
         self.agent = agent
         self.auth = auth
-        self.hub = hub
+        self._hub_given = hub is not None
+        self.hub: EventHub | SharedEventHub = hub or EventHub()
         self.limits = limits
         try:
             self.features = ClientFeatures.for_version(parse_client_version(ai_sdk_version))
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
-        self.runs = RunManager(agent, hub)
+        self.runs = RunManager(agent, self.hub)
+        self.watcher: LeaseWatcher | None = None
+        self.draining = False
+        """Set once shutdown began: the health endpoint says so, so balancers stop routing here."""
+        self.replica = lock_owner("replica")
+        """This process, as named in run leases (host, pid and start time)."""
+
+    async def start(self) -> None:
+        """Open the store; on PostgreSQL (its runs hold leases) join the other replicas: one shared
+        event log (unless a hub was given) and the watcher that continues runs of dead replicas."""
+        store = await self.store()
+        ttl = store.lease_ttl
+        engine = getattr(store, "engine", None)
+        expired = getattr(store, "expired_runs", None)
+        if ttl is None or engine is None or expired is None:
+            return
+        if not self._hub_given:
+            shared = SharedEventHub(engine)
+            await shared.start()
+            self.hub = self.runs.hub = shared
+        self.watcher = LeaseWatcher(self.runs, expired, interval=ttl / 3)
+        self.watcher.start()
 
     async def store(self) -> Store:
         """The agent's store, opened on first use."""
@@ -90,5 +115,10 @@ class ToolwireServer:
 
     async def close(self) -> None:
         """Shutdown: cancel every run (stored as cancelled), then end every open stream."""
+        if self.watcher is not None:
+            await self.watcher.stop()
         await self.runs.shutdown()
-        self.hub.close_all()
+        if isinstance(self.hub, SharedEventHub):
+            await self.hub.close()
+        else:
+            self.hub.close_all()

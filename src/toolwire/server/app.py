@@ -32,6 +32,7 @@ from toolwire.server._state import ToolwireServer
 from toolwire.server.auth import Auth
 from toolwire.server.chat import VERSION_HEADER, ChatEndpoint
 from toolwire.server.errors import EXCEPTION_HANDLERS
+from toolwire.server.health import Health
 from toolwire.server.hub import EventHub
 from toolwire.server.native import NativeEndpoints
 from toolwire.server.security import PAGE_CSP, OriginGuard, normalise_origin
@@ -110,7 +111,7 @@ def create_app(
         agent.use_store(store)
     auth = Auth.from_sources(tokens_file, extra=tokens)
     server = ToolwireServer(
-        agent, auth=auth, hub=hub or EventHub(), limits=limits or Limits(), ai_sdk_version=ai_sdk_version
+        agent, auth=auth, hub=hub, limits=limits or Limits(), ai_sdk_version=ai_sdk_version
     )
 
     @asynccontextmanager
@@ -119,14 +120,16 @@ def create_app(
             logger.warning(
                 "no tokens configured: DEVELOPMENT MODE, loopback clients only, all as user 'local'"
             )
-        await agent.get_store()
+        await server.start()
         yield
         await server.close()
 
     chat = ChatEndpoint(server)
+    health = Health(server).get
     native = NativeEndpoints(server)
     routes: list[BaseRoute] = [
         Route("/", _index),
+        Route("/api/health", health, methods=["GET"]),
         Route("/api/chat", chat.post, methods=["POST"]),
         Route("/api/sessions", native.list_sessions, methods=["GET"]),
         Route("/api/sessions", native.create_session, methods=["POST"]),

@@ -93,7 +93,7 @@ class ChatEndpoint:
             await self._import_client_history(session_id, user, history)
 
         # Subscribed before the run starts, so the stream misses none of its events.
-        subscription = server.hub.subscribe(session_id, None)
+        subscription = await server.hub.open(session_id, None)
         try:
             await server.runs.start(
                 session_id, prompt, user_id=user, approvals=approvals, tool_outputs=outputs

@@ -25,7 +25,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from toolwire.events import AgentEvent, event_to_dict
 
@@ -146,11 +146,11 @@ class EventHub:
             else:
                 return
 
-    def cursor(self, session_id: str) -> int:
+    async def cursor(self, session_id: str) -> int:
         """The position to resume from after reading the stored history now."""
         return self._stream(session_id).cursor
 
-    def resume_cursor(self, session_id: str, persisted: dict[str, int]) -> int:
+    async def resume_cursor(self, session_id: str, persisted: dict[str, int]) -> int:
         """Where to resume after reading history persisted up to ``persisted`` (seq per session).
 
         Just before the first buffered event the history does not hold yet (a tool finished but its
@@ -191,6 +191,10 @@ class EventHub:
                 subscriber.push(item)
             target = self._parents.get(target)
 
+    async def open(self, session_id: str, after: int | None = None) -> Subscription:
+        """:meth:`subscribe`, with the signature every hub has (the shared one reads the database)."""
+        return self.subscribe(session_id, after)
+
     def subscribe(self, session_id: str, after: int | None = None) -> Subscription:
         """Items of the stream after ``after`` (buffered first, then live); ``None`` = live only."""
         stream = self._stream(session_id)
@@ -207,7 +211,7 @@ class EventHub:
         stream.subscribers.add(subscriber)
         return Subscription(self, session_id, subscriber)
 
-    def _unsubscribe(self, session_id: str, subscriber: _Subscriber) -> None:
+    def _unsubscribe(self, session_id: str, subscriber: Any) -> None:
         stream = self._streams.get(session_id)
         if stream is not None:
             stream.subscribers.discard(subscriber)
@@ -236,10 +240,18 @@ def _estimate_size(event: AgentEvent) -> int:
     return size
 
 
+class _Unsubscribes(Protocol):
+    def _unsubscribe(self, session_id: str, subscriber: Any) -> None: ...
+
+
+class _Queued(Protocol):
+    queue: asyncio.Queue[StreamItem | None]
+
+
 class Subscription:
     """Async iterator of stream items; ends after a ``stream-reset`` caused by overflow."""
 
-    def __init__(self, hub: EventHub, session_id: str, subscriber: _Subscriber) -> None:
+    def __init__(self, hub: _Unsubscribes, session_id: str, subscriber: _Queued) -> None:
         self._hub = hub
         self._session_id = session_id
         self._subscriber = subscriber

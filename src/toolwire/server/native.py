@@ -88,7 +88,7 @@ class NativeEndpoints:
             waits = {(a["session_id"], a["message_id"], a["tool_call_id"]) for a in awaiting}
             histories = [_without_results(await store.load_history(s.id), s.id, waits) for s in subtree]
         merged = merge_histories(histories)
-        cursor = server.hub.resume_cursor(session_id, {s.id: s.last_seq for s in subtree})
+        cursor = await server.hub.resume_cursor(session_id, {s.id: s.last_seq for s in subtree})
         return JSONResponse(
             {
                 "session_id": session_id,
@@ -120,7 +120,7 @@ class NativeEndpoints:
             # The same answer whoever holds the id (the caller or another user): no ownership oracle.
             raise RequestError(f"session id {session_id!r} is taken", status=409, kind="exists")
         return JSONResponse(
-            {"session_id": session_id, "cursor": server.hub.cursor(session_id)}, status_code=201
+            {"session_id": session_id, "cursor": await server.hub.cursor(session_id)}, status_code=201
         )
 
     async def post_message(self, request: Request) -> Response:
@@ -136,7 +136,7 @@ class NativeEndpoints:
         if not isinstance(body, dict):
             raise RequestError("the body must be an object with 'text' and/or 'approvals' / 'tool_outputs'")
         text, approvals, outputs = await self._turn(session_id, user, body)
-        cursor = server.hub.cursor(session_id)
+        cursor = await server.hub.cursor(session_id)
         await server.runs.start(session_id, text, user_id=user, approvals=approvals, tool_outputs=outputs)
         # Subscribing with ``after=cursor`` receives this run's events from its very first one.
         return JSONResponse({"session_id": session_id, "accepted": True, "cursor": cursor}, status_code=202)
@@ -213,7 +213,7 @@ class NativeEndpoints:
         session_id = check_session_id(request.path_params["session_id"])
         await server.authorize(session_id, user)
         after = stream_cursor(request.headers.get("last-event-id") or request.query_params.get("after"))
-        subscription = server.hub.subscribe(session_id, after)
+        subscription = await server.hub.open(session_id, after)
         return StreamingResponse(
             _event_stream(subscription, server.limits.ping_interval), headers=SSE_HEADERS
         )
@@ -235,7 +235,7 @@ class NativeEndpoints:
             await websocket.close(code=4404, reason=f"no session {session_id!r}"[:120])
             return
         await websocket.accept()
-        subscription = server.hub.subscribe(session_id, after)
+        subscription = await server.hub.open(session_id, after)
         sender = asyncio.create_task(_ws_send(websocket, subscription))
         try:
             while True:

@@ -42,6 +42,7 @@ from toolwire.store._sql_engine import (
     normalise_url,
     retryable,
 )
+from toolwire.store._sql_leases import EXPIRED_RUNS, RAISE_LAST_SEQ, lease_seconds
 from toolwire.store._sql_rows import (
     COMPLETE_CALL,
     HAS_MESSAGES,
@@ -103,6 +104,8 @@ class SQLStore(Store):
         options: dict[str, Any] = {**engine_options, "json_serializer": dumps}
         postgres = sa_url.get_backend_name() == "postgresql"
         runner: AsyncRunner | ThreadRunner
+        lease_ttl = lease_seconds(sa_url.query.get("lease_ttl")) if postgres else None
+        sa_url = sa_url.difference_update_query(["lease_ttl"])
         if postgres and "schema" in sa_url.query:
             # ``?schema=NAME``: keep toolwire's tables in that schema (it must exist).
             schema = sa_url.query["schema"]
@@ -130,6 +133,7 @@ class SQLStore(Store):
         except OSError as exc:
             raise StoreError(f"cannot open store {shown}: {exc}") from exc
         store = cls(runner, postgres=postgres)
+        store.lease_ttl = lease_ttl
         try:
             await store.create_schema()
         except OSError as exc:
@@ -438,6 +442,22 @@ class SQLStore(Store):
             raise SessionBusyError(f"session {session_id} is busy with another run")
 
         await self._write("lock a session", op)
+
+    async def expired_runs(self, limit: int = 20) -> list[tuple[str, str | None]]:
+        """Top-level sessions whose run lease expired (its replica died): (session id, user id), oldest
+        expiry first. Sub-agent sessions are continued by their conversation's run."""
+        params = {"x_now": time.time(), "x_limit": limit}
+        rows = await self._read("find expired runs", lambda conn: conn.execute(EXPIRED_RUNS, params).all())
+        return [(row.id, row.user_id) for row in rows]
+
+    async def raise_last_seq(self, session_id: str, seq: int) -> None:
+        """Record that events up to ``seq`` were published (a run taking over numbers after them)."""
+        params = {"r_id": session_id, "r_seq": seq}
+
+        def op(conn: sa.Connection) -> None:
+            conn.execute(RAISE_LAST_SEQ, params)
+
+        await self._write("raise the last seq", op)
 
     async def set_title(self, session_id: str, title: str, *, only_if_empty: bool = False) -> bool:
         statement = sa.update(sessions).where(sessions.c.id == session_id).values(title=title)
