@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -14,9 +15,10 @@ import pytest
 from tests.reliability.wire_checks import adapters, unanswered_calls
 from tests.scaleout.cluster import cluster, fresh_schema
 from tests.scaleout.streams import check_stream, follow
-from toolwire import Agent, TextPart, ToolCallPart
+from toolwire import Agent, TextPart, ToolCallPart, tool
 from toolwire.agent.history import INTERRUPTED_OUTPUT
 from toolwire.errors import ProviderHTTPError
+from toolwire.events import ToolCallComplete
 from toolwire.messages import Message
 from toolwire.models.scripted import ScriptedModel
 from toolwire.server.hub import EventHub
@@ -156,3 +158,37 @@ async def test_two_replicas_racing_to_take_over_one_run_exactly_one_wins() -> No
         finally:
             await first.close()
             await second.close()
+
+
+async def test_a_takeover_runs_an_idempotent_tool_again_instead_of_interrupting_it() -> None:
+    ran: list[str] = []
+
+    def lookup(q: str) -> str:
+        """Looks up."""
+        ran.append(q)
+        return f"found {q}"
+
+    async with fresh_schema("tw_again") as url:
+        store = await SQLStore.open(url)
+        try:
+            await _expired_run(store, "again")
+            await asyncio.sleep(0.4)
+
+            def respond(request: Any) -> list[TextPart]:
+                return [TextPart(text=f"It says: {request.messages[-1].tool_results[0].output}")]
+
+            model = ScriptedModel(respond)
+            agent = Agent(model, tools=[tool(idempotent=True)(lookup)], store=store)
+            run = agent.stream(None, session_id="again", user_id="u1", takeover=True)
+            events = [event async for event in run]
+            assert ran == ["x"]  # run again, once
+            completes = [e for e in events if isinstance(e, ToolCallComplete)]
+            assert [(e.tool_call_id, e.status, e.output) for e in completes] == [("c1", "ok", "found x")]
+            assert run.result is not None and run.result.output == "It says: found x"
+            history = await store.load_history("again")
+            assert [m.role for m in history] == ["user", "assistant", "tool", "assistant"]
+            assert history[2].tool_results[0].output == "found x"
+            [row] = await store.tool_calls("again")
+            assert row.status == "ok"
+        finally:
+            await store.close()

@@ -4,9 +4,12 @@ which calls its predecessor left unfinished, and whether the predecessor had alr
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from toolwire.messages import Message, ToolCallPart
+from toolwire.store.base import Store
 from toolwire.store.records import CallKey
+from toolwire.tools.registry import ToolRegistry
 
 
 def interrupted_calls(history: Sequence[Message], keys: Sequence[CallKey]) -> list[ToolCallPart]:
@@ -30,3 +33,42 @@ def final_answer(history: Sequence[Message]) -> str | None:
     if last.role != "assistant" or last.tool_calls:
         return None
     return last.text
+
+
+@dataclass(frozen=True, slots=True)
+class RunAgain:
+    """The interrupted calls of the last step whose tools are idempotent: run again by the takeover."""
+
+    calls: list[ToolCallPart]
+    message_id: str
+    """The assistant message that made them."""
+    results_at: int
+    """Index in the history of that step's (repaired) tool message."""
+
+    async def step_of(self, store: Store, session_id: str) -> int:
+        """The step number the calls were recorded with."""
+        for row in await store.tool_calls(session_id):
+            if row.message_id == self.message_id:
+                return row.step
+        return 0
+
+
+def last_step_calls(
+    history: list[Message], calls: Sequence[ToolCallPart], registry: ToolRegistry
+) -> RunAgain:
+    """Which of ``calls`` to run again: those of the history's last assistant message (its results are
+    the repaired tool message right after it) whose tool is declared ``idempotent``."""
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if message.role != "assistant":
+            continue
+        own = {c.tool_call_id for c in message.tool_calls}
+        if index + 1 >= len(history) or history[index + 1].role != "tool":
+            break
+        again = [
+            c
+            for c in calls
+            if c.tool_call_id in own and (t := registry.get(c.tool_name)) is not None and t.idempotent
+        ]
+        return RunAgain(again, message.id, index + 1)
+    return RunAgain([], "", -1)

@@ -26,7 +26,7 @@ from toolwire._text import clean_part, clean_text
 from toolwire.agent._model_step import ModelStep
 from toolwire.agent._pause import Gate, Waiting, pending_of, plan_answers, unanswered
 from toolwire.agent._recorder import StepRecorder
-from toolwire.agent._takeover import final_answer, interrupted_calls
+from toolwire.agent._takeover import final_answer, interrupted_calls, last_step_calls
 from toolwire.agent.config import RunConfig
 from toolwire.agent.history import INTERRUPTED_OUTPUT
 from toolwire.agent.output import NOTHING, OutputPolicy
@@ -280,8 +280,9 @@ class AgentRun(Generic[OutputT]):
                 parent_tool_call_id=self.parent_tool_call_id,
             )
             if self._takeover:
-                for event in self._take_over(opened.interrupted):
-                    yield event
+                async with aclosing(self._take_over(opened.interrupted, executor)) as taken:
+                    async for event in taken:
+                        yield event
             elif opened.awaited or self.approvals or self.tool_outputs or not self._new_turn:
                 async with aclosing(self._answer(opened.awaited, executor)) as answer_events:
                     async for event in answer_events:
@@ -705,27 +706,58 @@ class AgentRun(Generic[OutputT]):
         )
         return event
 
-    def _take_over(self, interrupted: Sequence[tuple[str, str]]) -> list[AgentEvent]:
+    async def _take_over(
+        self, interrupted: Sequence[tuple[str, str]], executor: ToolExecutor
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Continuing a dead replica's run: the calls it left running end, for every watcher, as the model
-        sees them (interrupted); a run that had already answered is done."""
-        assert self._recorder is not None
-        events: list[AgentEvent] = [
-            self._recorder.event(
-                ToolCallComplete,
-                tool_call_id=call.tool_call_id,
-                tool_name=call.tool_name,
-                args=call.args,
-                output=INTERRUPTED_OUTPUT,
-                is_error=True,
-                status="interrupted",
+        sees them (interrupted), or run again when their tool is ``idempotent``; a run that had already
+        answered is done."""
+        recorder = self._recorder
+        assert recorder is not None
+        calls = interrupted_calls(self._history, interrupted)
+        again = last_step_calls(self._history, calls, self.config.registry)
+        for call in calls:
+            if call not in again.calls:
+                yield self._interrupted_event(call)
+        if again.calls:
+            step = await again.step_of(recorder.store, self.session_id)
+            recorder.reopen_step(step, again.message_id, again.calls, {})
+            await recorder.mark_running(again.calls)
+            outcomes: dict[str, ToolOutcome] = {}
+            async with aclosing(self._run_tools(again.calls, {}, step, executor, outcomes)) as events:
+                async for event in events:
+                    yield event
+            results = self._history[again.results_at]
+            merged = replace(
+                results,
+                parts=tuple(
+                    outcomes[r.tool_call_id].result if r.tool_call_id in outcomes else r
+                    for r in results.tool_results
+                ),
             )
-            for call in interrupted_calls(self._history, interrupted)
-        ]
+            announce = [recorder.event(MessagePersisted, message_id=merged.id, role="tool")]
+            await recorder.finish_step(step, merged, Usage(), announce)
+            self._history[again.results_at] = merged
+            self._new_messages.append(merged)
+            for event in announce:
+                yield event
         final = final_answer(self._history) if self._output is None else None
         if final is not None:
             self._output_value = self._text_output = final
             self._done = True
-        return events
+
+    def _interrupted_event(self, call: ToolCallPart) -> AgentEvent:
+        assert self._recorder is not None
+        event: AgentEvent = self._recorder.event(
+            ToolCallComplete,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            args=call.args,
+            output=INTERRUPTED_OUTPUT,
+            is_error=True,
+            status="interrupted",
+        )
+        return event
 
     def _raise_for_outcomes(self, calls: list[ToolCallPart], outcomes: dict[str, ToolOutcome]) -> None:
         for call in calls:
