@@ -13,9 +13,9 @@ async def test_parallel_completions_are_batched_and_all_stored(store: SQLStore) 
     writes: list[str] = []
     original = store._write
 
-    async def counting(what: str, op):  # type: ignore[no-untyped-def]
+    async def counting(what: str, op, **options):  # type: ignore[no-untyped-def]
         writes.append(what)
-        return await original(what, op)
+        return await original(what, op, **options)
 
     store._write = counting  # type: ignore[method-assign]
     release = asyncio.Event()
