@@ -5,6 +5,8 @@ other replicas complete with no event lost or repeated. Two replicas racing to t
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -192,3 +194,39 @@ async def test_a_takeover_runs_an_idempotent_tool_again_instead_of_interrupting_
             assert row.status == "ok"
         finally:
             await store.close()
+
+
+async def test_sigterm_hands_a_running_turn_over_to_another_replica(tmp_path: Path) -> None:
+    # A long lease (60 s): the run continues elsewhere quickly only because the draining replica
+    # expired its lease on purpose.
+    async with cluster(tmp_path, slow=600, lease=60.0) as c, httpx.AsyncClient(timeout=60) as http:
+        created = await http.post(f"{c.url}/api/sessions", json={"session_id": "drain"})
+        start = created.json()["cursor"]
+        followers = {
+            r.port: asyncio.create_task(follow(http, r.url, "drain", after=start)) for r in c.replicas
+        }
+        posted = await http.post(f"{c.url}/api/sessions/drain/messages", json={"text": "do the long work"})
+        assert posted.status_code == 202
+        deadline = time.monotonic() + 30
+        while (leaving := c.executing()) is None:
+            assert time.monotonic() < deadline, "the tool never started"
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
+        leaving.process.terminate()  # SIGTERM: drain
+        assert leaving.process.wait(30) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal it handled
+        stopped_at = time.monotonic()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(followers.pop(leaving.port), 5)  # its stream ended with the process
+        streams = await asyncio.wait_for(asyncio.gather(*followers.values()), 60)
+        assert time.monotonic() - stopped_at < 30  # well before the 60 s lease would have run out
+        assert streams[0] == streams[1]
+        frames = streams[0]
+        check_stream(frames)
+        types = [e["type"] for _, e in frames]
+        assert types.count("interaction-start") == 2 and types.count("interaction-end") == 1
+        [complete] = [e for _, e in frames if e["type"] == "tool-call-complete"]
+        assert complete["status"] == "interrupted"  # handed over, not cancelled
+        log = (tmp_path / f"replica-{leaving.port}.log").read_text()
+        assert "handed the run of session drain over to another replica" in log
+        calls = c.model_calls()
+        assert len(calls) == 2 and calls[1] != leaving.process.pid

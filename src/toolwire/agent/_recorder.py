@@ -72,6 +72,9 @@ class StepRecorder:
         self._locked_at = 0.0
         self._ttl = store.lease_ttl or LOCK_TTL
         self._heartbeat: asyncio.Task[None] | None = None
+        self.detached = False
+        """Set when the server hands this run over to another replica: stopping it writes nothing more
+        (its calls stay pending for the next owner, the session stays leased until the server expires it)."""
         self._untitled = False
         self.open_step: OpenStep | None = None
         self.cancelled_calls: list[ToolCallComplete] = []
@@ -142,8 +145,15 @@ class StepRecorder:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
+    @property
+    def lock_owner(self) -> str:
+        return self._lock_owner
+
     async def release(self) -> None:
         """Record the last seq (resume by ``Last-Event-ID`` across runs) and give the session back."""
+        if self.detached:
+            await self._stop_heartbeat()
+            return
         try:
             if self.seq > self._persisted_seq:
                 await self.store.finish_step(
@@ -277,7 +287,7 @@ class StepRecorder:
         ``load_history`` repairs whatever is left pending).
         """
         open_step, self.open_step = self.open_step, None
-        if open_step is None:
+        if open_step is None or self.detached:
             return None
         try:
             results: list[ToolResultPart] = []

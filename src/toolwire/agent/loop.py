@@ -233,6 +233,15 @@ class AgentRun(Generic[OutputT]):
         if self._inbox is not None:
             self._inbox.put_nowait(event)
 
+    def detach(self) -> str | None:
+        """Let another process continue this run (server drain): stopping it now records nothing (its
+        unfinished calls stay pending, the session stays leased). Returns the lease owner to expire
+        once this process stopped publishing, or ``None`` when the run holds no session yet."""
+        if self._recorder is None:
+            return None
+        self._recorder.detached = True
+        return self._recorder.lock_owner
+
     @property
     def owner(self) -> str | None:
         """The user this run acts for (sub-agent runs inherit it)."""

@@ -8,6 +8,8 @@ user are refused alike.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from typing import Any
 
 from starlette.requests import Request
@@ -26,6 +28,9 @@ from toolwire.server.ui_stream import ClientFeatures, parse_client_version
 from toolwire.store._locks import lock_owner
 from toolwire.store.base import Store
 from toolwire.store.records import SessionInfo
+from toolwire.store.replicas import ReplicaRegistry
+
+logger = logging.getLogger("toolwire.server")
 
 
 class ToolwireServer:
@@ -69,7 +74,10 @@ class ToolwireServer:
             shared = SharedEventHub(engine)
             await shared.start()
             self.hub = self.runs.hub = shared
-        self.watcher = LeaseWatcher(self.runs, expired, interval=ttl / 3)
+        replicas = ReplicaRegistry(engine, self.replica)
+        await replicas.create()
+        await replicas.beat()
+        self.watcher = LeaseWatcher(self.runs, expired, interval=ttl / 3, replicas=replicas)
         self.watcher.start()
 
     async def store(self) -> Store:
@@ -114,11 +122,32 @@ class ToolwireServer:
         return info
 
     async def close(self) -> None:
-        """Shutdown: cancel every run (stored as cancelled), then end every open stream."""
-        if self.watcher is not None:
-            await self.watcher.stop()
+        """Shutdown. With other replicas alive (PostgreSQL), hand the runs over: stop them recording
+        nothing, publish what they streamed, and expire their leases so another replica continues each at
+        its next scan. Otherwise cancel every run (stored as cancelled). Then end every open stream."""
+        self.draining = True
+        watcher, self.watcher = self.watcher, None
+        handed: list[tuple[str, str]] = []
+        if watcher is not None:
+            await watcher.stop()
+            if self.runs.count() and await watcher.others_alive():
+                handed = await self.runs.hand_over()
         await self.runs.shutdown()
         if isinstance(self.hub, SharedEventHub):
-            await self.hub.close()
+            await self.hub.close()  # the handed-over runs' last events are written first
         else:
             self.hub.close_all()
+        if watcher is not None:
+            await self._expire(handed, watcher)
+
+    async def _expire(self, handed: list[tuple[str, str]], watcher: LeaseWatcher) -> None:
+        store = await self.store()
+        for session_id, owner in handed:
+            try:
+                await store.lock_session(session_id, owner, ttl=0)  # expired now: taken at the next scan
+                logger.warning("handed the run of session %s over to another replica", session_id)
+            except Exception:  # it expires by itself within its TTL
+                logger.warning("could not expire the lease of %s", session_id, exc_info=True)
+        if watcher.replicas is not None:
+            with contextlib.suppress(Exception):
+                await watcher.replicas.leave()

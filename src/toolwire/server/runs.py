@@ -151,6 +151,22 @@ class RunManager:
         self._announce_end(session_id)
         return True
 
+    async def hand_over(self) -> list[tuple[str, str]]:
+        """Stop every run without recording an end (drain: another replica continues them). Returns
+        (session id, lease owner) of each, for the caller to expire the leases once its events are out."""
+        handed: list[tuple[str, str]] = []
+        tasks = []
+        for session_id, task in list(self._tasks.items()):
+            run = self._runs.pop(session_id, None)
+            owner = run.detach() if run is not None else None
+            if owner is not None:
+                handed.append((session_id, owner))
+            task.cancel()
+            tasks.append(task)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return handed
+
     async def shutdown(self) -> None:
         sessions = list(self._tasks)
         tasks = list(self._tasks.values())

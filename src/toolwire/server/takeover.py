@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from toolwire.server.runs import RunManager
+from toolwire.store.replicas import ReplicaRegistry
 
 logger = logging.getLogger("toolwire.server")
 
@@ -37,6 +38,7 @@ class LeaseWatcher:
     runs: RunManager
     expired: Callable[[], Awaitable[list[tuple[str, str | None]]]]
     interval: float
+    replicas: ReplicaRegistry | None = None
     taken: list[Takeover] = field(default_factory=list)
     """The runs this replica took over (for the health endpoint and tests)."""
     _task: asyncio.Task[None] | None = None
@@ -60,8 +62,20 @@ class LeaseWatcher:
             except Exception:  # the database is briefly unreachable: scan again later
                 logger.warning("could not scan for expired run leases", exc_info=True)
 
+    async def others_alive(self) -> bool:
+        """Whether another replica beat recently (it will take over what this one hands over)."""
+        if self.replicas is None:
+            return False
+        try:
+            return await self.replicas.others(within=self.interval * 3) > 0
+        except Exception:
+            logger.warning("could not read which replicas are alive", exc_info=True)
+            return False
+
     async def scan(self) -> int:
         """Take over what expired now; the number of runs this replica continued."""
+        if self.replicas is not None:
+            await self.replicas.beat()
         won = 0
         for session_id, user_id in await self.expired():
             if user_id is None:
