@@ -163,6 +163,7 @@ defaults
     mode http
     retries 3
     option redispatch
+    option http-no-delay
     timeout connect 2s
     timeout client 120s
     timeout server 120s
