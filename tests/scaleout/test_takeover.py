@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from tests.reliability.wire_checks import adapters, unanswered_calls
-from tests.scaleout.cluster import cluster, fresh_schema
-from tests.scaleout.streams import check_stream, follow
+from tests.scaleout.cluster import Cluster, Replica, cluster, fresh_schema
+from tests.scaleout.streams import Frame, check_stream, follow
 from toolwire import Agent, TextPart, ToolCallPart, tool
 from toolwire.agent.history import INTERRUPTED_OUTPUT
 from toolwire.errors import ProviderHTTPError
@@ -37,18 +37,28 @@ async def _valid_for_every_provider(store: SQLStore, session_id: str, user_id: s
         assert unanswered_calls(provider, sent[-1]) == [], provider
 
 
+async def _long_turn(
+    c: Cluster, http: httpx.AsyncClient, session_id: str
+) -> tuple[dict[int, asyncio.Task[list[Frame]]], Replica]:
+    """A turn whose tool runs for long, followed on every replica's stream; the replica running it."""
+    created = await http.post(f"{c.url}/api/sessions", json={"session_id": session_id})
+    start = created.json()["cursor"]
+    followers = {
+        r.port: asyncio.create_task(follow(http, r.url, session_id, after=start)) for r in c.replicas
+    }
+    posted = await http.post(f"{c.url}/api/sessions/{session_id}/messages", json={"text": "do the long work"})
+    assert posted.status_code == 202
+    deadline = time.monotonic() + 30
+    while (executing := c.executing()) is None:
+        assert time.monotonic() < deadline, "the tool never started"
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)  # the tool is running: its start has been streamed
+    return followers, executing
+
+
 async def test_sigkill_mid_tool_the_run_finishes_on_another_replica(tmp_path: Path) -> None:
     async with cluster(tmp_path, slow=600, lease=2.0) as c, httpx.AsyncClient(timeout=60) as http:
-        created = await http.post(f"{c.url}/api/sessions", json={"session_id": "job"})
-        start = created.json()["cursor"]
-        followers = {r.port: asyncio.create_task(follow(http, r.url, "job", after=start)) for r in c.replicas}
-        posted = await http.post(f"{c.url}/api/sessions/job/messages", json={"text": "do the long work"})
-        assert posted.status_code == 202
-        deadline = time.monotonic() + 30
-        while (victim := c.executing()) is None:
-            assert time.monotonic() < deadline, "the tool never started"
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.3)  # the tool is running: its start has been streamed
+        followers, victim = await _long_turn(c, http, "job")
         assert len(c.model_calls()) == 1
         c.kill(victim)
         killed_at = time.monotonic()
@@ -200,18 +210,7 @@ async def test_sigterm_hands_a_running_turn_over_to_another_replica(tmp_path: Pa
     # A long lease (60 s): the run continues elsewhere quickly only because the draining replica
     # expired its lease on purpose.
     async with cluster(tmp_path, slow=600, lease=60.0) as c, httpx.AsyncClient(timeout=60) as http:
-        created = await http.post(f"{c.url}/api/sessions", json={"session_id": "drain"})
-        start = created.json()["cursor"]
-        followers = {
-            r.port: asyncio.create_task(follow(http, r.url, "drain", after=start)) for r in c.replicas
-        }
-        posted = await http.post(f"{c.url}/api/sessions/drain/messages", json={"text": "do the long work"})
-        assert posted.status_code == 202
-        deadline = time.monotonic() + 30
-        while (leaving := c.executing()) is None:
-            assert time.monotonic() < deadline, "the tool never started"
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.3)
+        followers, leaving = await _long_turn(c, http, "drain")
         leaving.process.terminate()  # SIGTERM: drain
         assert leaving.process.wait(30) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal it handled
         stopped_at = time.monotonic()

@@ -98,6 +98,18 @@ class StepRecorder:
             **fields,
         )
 
+    def ended_call(self, call: ToolCallPart, output: str, status: ToolCallStatus) -> ToolCallComplete:
+        """The completion event of a call that did not finish (cancelled, interrupted), numbered now."""
+        return self.event(
+            ToolCallComplete,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            args=call.args,
+            output=output,
+            is_error=True,
+            status=status,
+        )
+
     # -- the run's lifecycle ----------------------------------------------------------------------
 
     async def open(self) -> OpenedHistory:
@@ -298,17 +310,7 @@ class StepRecorder:
                     results.append(outcome.result)
                     continue
                 # Announced with the run's end, so no client keeps showing the call as running.
-                self.cancelled_calls.append(
-                    self.event(
-                        ToolCallComplete,
-                        tool_call_id=call.tool_call_id,
-                        tool_name=call.tool_name,
-                        args=call.args,
-                        output=CANCELLED_OUTPUT,
-                        is_error=True,
-                        status="cancelled",
-                    )
-                )
+                self.cancelled_calls.append(self.ended_call(call, CANCELLED_OUTPUT, "cancelled"))
                 await self.store.complete_tool_call(
                     self.session.id,
                     call.tool_call_id,

@@ -757,16 +757,7 @@ class AgentRun(Generic[OutputT]):
 
     def _interrupted_event(self, call: ToolCallPart) -> AgentEvent:
         assert self._recorder is not None
-        event: AgentEvent = self._recorder.event(
-            ToolCallComplete,
-            tool_call_id=call.tool_call_id,
-            tool_name=call.tool_name,
-            args=call.args,
-            output=INTERRUPTED_OUTPUT,
-            is_error=True,
-            status="interrupted",
-        )
-        return event
+        return self._recorder.ended_call(call, INTERRUPTED_OUTPUT, "interrupted")
 
     def _raise_for_outcomes(self, calls: list[ToolCallPart], outcomes: dict[str, ToolOutcome]) -> None:
         for call in calls:

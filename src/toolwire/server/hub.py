@@ -48,7 +48,9 @@ class StreamItem:
 
 
 @dataclass(slots=True, eq=False)
-class _Subscriber:
+class QueueSubscriber:
+    """One subscription's queue: a subscriber ``limit`` items behind is cut off with a ``stream-reset``."""
+
     queue: asyncio.Queue[StreamItem | None]
     limit: int
     overflowed: bool = False
@@ -69,7 +71,7 @@ class _Stream:
     base: int
     buffer: deque[StreamItem]
     next_cursor: int = 0
-    subscribers: set[_Subscriber] = field(default_factory=set)
+    subscribers: set[QueueSubscriber] = field(default_factory=set)
     held_bytes: int = 0
     last_publish: float = field(default_factory=time.monotonic)
 
@@ -198,7 +200,7 @@ class EventHub:
     def subscribe(self, session_id: str, after: int | None = None) -> Subscription:
         """Items of the stream after ``after`` (buffered first, then live); ``None`` = live only."""
         stream = self._stream(session_id)
-        subscriber = _Subscriber(queue=asyncio.Queue(), limit=self.subscriber_limit)
+        subscriber = QueueSubscriber(queue=asyncio.Queue(), limit=self.subscriber_limit)
         if after is not None and after != stream.cursor:
             first = stream.buffer[0].cursor if stream.buffer else stream.next_cursor
             if after > stream.cursor or after < stream.base or after + 1 < first:

@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from toolwire.events import AgentEvent, event_from_dict, event_to_dict
-from toolwire.server.hub import StreamItem, Subscription
+from toolwire.server.hub import QueueSubscriber, StreamItem, Subscription
 from toolwire.store.event_log import EventLog, LogRow
 
 logger = logging.getLogger("toolwire.server")
@@ -36,13 +36,10 @@ _RETRY_SECONDS = 0.5
 
 
 @dataclass(slots=True, eq=False)
-class _Subscriber:
-    queue: asyncio.Queue[StreamItem | None]
-    limit: int
+class _Subscriber(QueueSubscriber):
     last: int = 0
     ready: bool = False
     held: list[StreamItem] = field(default_factory=list)
-    overflowed: bool = False
 
     def push(self, item: StreamItem) -> None:
         if self.overflowed:
@@ -52,13 +49,8 @@ class _Subscriber:
             return
         if item.event is not None and item.cursor <= self.last:
             return
-        if self.queue.qsize() >= self.limit:
-            self.overflowed = True
-            self.queue.put_nowait(StreamItem(cursor=item.cursor, event=None))
-            self.queue.put_nowait(None)
-            return
         self.last = max(self.last, item.cursor)
-        self.queue.put_nowait(item)
+        QueueSubscriber.push(self, item)
 
     def start(self, last: int, replay: list[StreamItem]) -> None:
         """Replay done up to cursor ``last``: deliver ``replay``, then what arrived live meanwhile."""
@@ -279,11 +271,13 @@ class SharedEventHub:
 
     async def resume_cursor(self, session_id: str, persisted: dict[str, int]) -> int:
         """Just before the first event the history read does not hold yet (see ``EventHub``)."""
-        rows = await self.log.recent(session_id, self.replay_limit)
+        # Read only the unpersisted tail when the stream is one session's (no sub-sessions to scan for).
+        lowest = persisted.get(session_id, 0) if list(persisted) == [session_id] else 0
+        rows = await self.log.after_seq(session_id, lowest, self.replay_limit)
         for cursor, event_session, seq in rows:
             if seq > persisted.get(event_session, 0):
                 return cursor - 1
-        return rows[-1][0] if rows else 0
+        return await self.log.max_id(session_id)
 
     async def open(self, session_id: str, after: int | None = None) -> Subscription:
         """Items of the stream after cursor ``after`` (replayed, then live); ``None`` = live only."""

@@ -55,7 +55,9 @@ SELECT id FROM ins UNION ALL SELECT -1 FROM note
 """
 _FETCH = "SELECT id, body FROM toolwire_events WHERE stream = $1 AND id > $2 ORDER BY id LIMIT $3"
 _MAX_ID = "SELECT coalesce(max(id), 0) FROM toolwire_events WHERE stream = $1"
-_RECENT = "SELECT id, session_id, seq FROM toolwire_events WHERE stream = $1 ORDER BY id DESC LIMIT $2"
+_AFTER_SEQ = (
+    "SELECT id, session_id, seq FROM toolwire_events WHERE stream = $1 AND seq > $2 ORDER BY id LIMIT $3"
+)
 _MAX_SEQ = "SELECT coalesce(max(seq), 0) FROM toolwire_events WHERE session_id = $1"
 _PRUNE = "DELETE FROM toolwire_events WHERE created_at < $1"
 
@@ -119,10 +121,10 @@ class EventLog:
         """The cursor of the last committed event of ``stream`` (0 when none)."""
         return int(await self._query("fetchval", _MAX_ID, stream))
 
-    async def recent(self, stream: str, limit: int) -> list[tuple[int, str, int]]:
-        """The last ``limit`` rows of ``stream`` as (cursor, session id, seq), oldest first."""
-        rows = await self._query("fetch", _RECENT, stream, limit)
-        return [(r[0], r[1], r[2]) for r in reversed(rows)]
+    async def after_seq(self, stream: str, seq: int, limit: int) -> list[tuple[int, str, int]]:
+        """The first ``limit`` rows of ``stream`` numbered above ``seq``, as (cursor, session id, seq)."""
+        rows = await self._query("fetch", _AFTER_SEQ, stream, seq, limit)
+        return [(r[0], r[1], r[2]) for r in rows]
 
     async def max_seq(self, session_id: str) -> int:
         """The highest seq any run published for ``session_id`` (0 when none)."""
