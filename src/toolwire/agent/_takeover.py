@@ -26,9 +26,10 @@ def interrupted_calls(history: Sequence[Message], keys: Sequence[CallKey]) -> li
 
 def final_answer(history: Sequence[Message]) -> str | None:
     """The text of the last message when it is an answer that asks for no tool (the run it continues
-    had finished but died before releasing the session); ``None`` when the model has more to do."""
+    had finished but died before releasing the session), ``""`` for an empty history; ``None`` when the
+    model has more to do."""
     if not history:
-        return None
+        return ""  # it died before storing its prompt: nothing to continue
     last = history[-1]
     if last.role != "assistant" or last.tool_calls:
         return None

@@ -1,9 +1,11 @@
 """The ASGI app behind ``toolwire serve``: routes, middleware, the web page, and :func:`serve`.
 
 Runs belong to the server (:mod:`toolwire.server.runs`); endpoints only watch them, so a client that goes
-away never stops a run. State lives in the store (the same schema on SQLite and PostgreSQL), so replicas
-can share one database. Live event fan-out is per process: a client following a run's native stream must
-reach the replica running it (sticky sessions), while history and every new turn work on any replica.
+away never stops a run. State lives in the store (the same schema on SQLite and PostgreSQL). On PostgreSQL
+the server is one of N replicas with no other setting: events go through a shared event log
+(:mod:`~toolwire.server.shared_hub`), so any replica streams any session, and runs hold leases that other
+replicas take over when their replica dies (:mod:`~toolwire.server.takeover`). On SQLite everything stays
+in one process.
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ class SharedEventHub:
         self._pending: list[tuple[LogRow, AgentEvent]] = []
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._held: list[AsyncConnection] = []
+        self._dropping = False
         self._writer_pid = 0
         self._writer_conn: AsyncConnection | None = None
         self._next_prune = 0.0
@@ -140,6 +140,12 @@ class SharedEventHub:
         parent = event.parent_session_id
         if parent and parent != session_id and session_id not in self._parents:
             self._parents[session_id] = parent
+        if len(self._pending) >= self.max_pending:  # the database has been unreachable for long
+            if not self._dropping:
+                logger.error("event log unreachable: dropping new events until it answers")
+            self._dropping = True
+            return
+        self._dropping = False
         body = json.dumps(event_to_dict(event), separators=(",", ":"))
         seen: set[str] = set()
         target: str | None = session_id
@@ -147,9 +153,6 @@ class SharedEventHub:
             seen.add(target)
             self._pending.append((LogRow(target, session_id, event.seq, body), event))
             target = self._parents.get(target)
-        if len(self._pending) > self.max_pending:  # the database is unreachable for long: keep the newest
-            logger.error("event log unreachable: dropping %d queued events", len(self._pending) // 2)
-            del self._pending[: len(self._pending) // 2]
         self._wake.set()
 
     async def _write_forever(self) -> None:
