@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import httpx
+import websockets
 
 Frame = tuple[int, dict[str, Any]]
 
@@ -33,6 +34,21 @@ async def follow(
                     if seen_ends == ends:
                         return frames
     return frames
+
+
+async def follow_ws(base: str, session_id: str, *, after: int) -> list[Frame]:
+    """The same over the session's WebSocket (``?after=``), until its interaction ends."""
+    url = base.replace("http://", "ws://") + f"/api/sessions/{session_id}/ws?after={after}"
+    frames: list[Frame] = []
+    async with websockets.connect(url) as ws:
+        while True:
+            frame = json.loads(await ws.recv())
+            if "event" not in frame:
+                continue
+            frames.append((frame["cursor"], frame["event"]))
+            event = frame["event"]
+            if event["type"] == "interaction-end" and event["session_id"] == session_id:
+                return frames
 
 
 def check_stream(frames: list[Frame], first_seq: int = 1) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 
 from tests.scaleout.cluster import cluster
-from tests.scaleout.streams import check_stream, follow
+from tests.scaleout.streams import check_stream, follow, follow_ws
 
 
 async def test_every_replica_streams_the_run_alike_and_resumes_anywhere(tmp_path: Path) -> None:
@@ -19,9 +19,12 @@ async def test_every_replica_streams_the_run_alike_and_resumes_anywhere(tmp_path
         assert created.status_code == 201
         start = created.json()["cursor"]
         followers = [asyncio.create_task(follow(http, r.url, "conv", after=start)) for r in c.replicas]
+        sockets = [asyncio.create_task(follow_ws(r.url, "conv", after=start)) for r in c.replicas]
         posted = await http.post(f"{c.url}/api/sessions/conv/messages", json={"text": "do the work"})
         assert posted.status_code == 202
         streams = await asyncio.wait_for(asyncio.gather(*followers), 60)
+        # The WebSocket of every replica carries the same items as the SSE streams.
+        assert await asyncio.wait_for(asyncio.gather(*sockets), 60) == streams
         executing = c.executing()
         assert executing is not None
         # Every replica, the two that do not run the turn included, sent the same events with the

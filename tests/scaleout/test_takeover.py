@@ -31,7 +31,8 @@ from toolwire.store.sql import SQLStore
 
 async def _valid_for_every_provider(store: SQLStore, session_id: str, user_id: str) -> None:
     """The next request built from the stored history, by every adapter, answers every tool call."""
-    for provider, factory in adapters(sent := []).items():
+    sent: list[Any] = []
+    for provider, factory in adapters(sent).items():
         with pytest.raises(ProviderHTTPError):  # the capturing transport answers 400 once it has the body
             await Agent(factory(), store=store).run("Did it work?", session_id=session_id, user_id=user_id)
         assert unanswered_calls(provider, sent[-1]) == [], provider
