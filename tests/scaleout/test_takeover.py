@@ -230,3 +230,22 @@ async def test_sigterm_hands_a_running_turn_over_to_another_replica(tmp_path: Pa
         assert "handed the run of session drain over to another replica" in log
         calls = c.model_calls()
         assert len(calls) == 2 and calls[1] != leaving.process.pid
+
+
+async def test_cancel_on_a_replica_that_does_not_run_the_turn(tmp_path: Path) -> None:
+    async with cluster(tmp_path, slow=600, lease=60.0) as c, httpx.AsyncClient(timeout=60) as http:
+        followers, running = await _long_turn(c, http, "stop")
+        other = next(r for r in c.replicas if r is not running)
+        answer = await http.post(f"{other.url}/api/sessions/stop/cancel")
+        assert answer.json() == {"session_id": "stop", "cancelled": True}
+        streams = await asyncio.wait_for(asyncio.gather(*followers.values()), 30)
+        assert streams[0] == streams[1] == streams[2]
+        check_stream(streams[0])
+        events = [e for _, e in streams[0]]
+        [complete] = [e for e in events if e["type"] == "tool-call-complete"]
+        assert complete["status"] == "cancelled"
+        assert events[-1]["type"] == "interaction-end" and events[-1]["status"] == "cancelled"
+        history = (await http.get(f"{c.url}/api/sessions/stop/messages")).json()
+        assert [m["role"] for m in history["messages"]] == ["user", "assistant", "tool"]
+        again = await http.post(f"{other.url}/api/sessions/stop/cancel")
+        assert again.json()["cancelled"] is False  # nothing runs any more

@@ -8,6 +8,7 @@ user are refused alike.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from typing import Any
@@ -72,6 +73,7 @@ class ToolwireServer:
             return
         if not self._hub_given:
             shared = SharedEventHub(engine)
+            shared.on_cancel = self.runs.cancel
             await shared.start()
             self.hub = self.runs.hub = shared
         replicas = ReplicaRegistry(engine, self.replica)
@@ -120,6 +122,21 @@ class ToolwireServer:
         if info.parent_session_id:
             raise RequestError("sub-agent sessions take no user messages", status=403, kind="forbidden")
         return info
+
+    async def cancel(self, session_id: str) -> bool:
+        """Cancel the session's run, here or on the replica running it (it is stored as cancelled there);
+        whether one was running. Across replicas this waits, briefly, for that replica to end it."""
+        if await self.runs.cancel(session_id):
+            return True
+        store = await self.store()
+        if not isinstance(self.hub, SharedEventHub) or not await store.run_in_progress(session_id):
+            return False
+        await self.hub.request_cancel(session_id)
+        for _ in range(100):  # the running replica releases the session once the run is cancelled
+            await asyncio.sleep(0.05)
+            if not await store.run_in_progress(session_id):
+                return True
+        return False
 
     async def close(self) -> None:
         """Shutdown. With other replicas alive (PostgreSQL), hand the runs over: stop them recording

@@ -162,12 +162,12 @@ class NativeEndpoints:
         return text, approvals, outputs
 
     async def cancel(self, request: Request) -> Response:
-        """Cancel the session's run in this process (stored as cancelled); ``cancelled``: was one running."""
+        """Cancel the session's run on whichever replica runs it (stored as cancelled); ``cancelled``: was one."""
         server = self.server
         user = server.user(request)
         session_id = check_session_id(request.path_params["session_id"])
         await server.authorize(session_id, user)
-        cancelled = await server.runs.cancel(session_id)
+        cancelled = await server.cancel(session_id)
         return JSONResponse({"session_id": session_id, "cancelled": cancelled})
 
     # -- managing conversations --------------------------------------------------------------------
@@ -267,7 +267,7 @@ class NativeEndpoints:
                 raise RequestError("send {'type': 'user-message', 'text': ...} or {'type': 'cancel'}")
             await server.authorize(session_id, user)  # every command is checked at the moment it runs
             if message["type"] == "cancel":
-                await server.runs.cancel(session_id)
+                await server.cancel(session_id)
                 return
             text, approvals, outputs = await self._turn(session_id, user, message)
             await server.runs.start(session_id, text, user_id=user, approvals=approvals, tool_outputs=outputs)

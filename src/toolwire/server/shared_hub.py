@@ -21,6 +21,7 @@ import json
 import logging
 import random
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +98,8 @@ class SharedEventHub:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._dropping = False
+        self.on_cancel: Callable[[str], Coroutine[Any, Any, object]] | None = None
+        """Called with a session id when another replica asks to cancel its run (set by the server)."""
         self._writer_pid = 0
         self._writer_conn: AsyncConnection | None = None
         self._next_prune = 0.0
@@ -220,6 +223,7 @@ class SharedEventHub:
                 lost = asyncio.Event()
                 driver.add_termination_listener(lambda _conn, lost=lost: lost.set())
                 await driver.add_listener(self.log.channel, self._on_notify)
+                await driver.add_listener(self.log.control, self._on_command)
                 for name in list(self._streams):  # caught up after a reconnect: nothing missed meanwhile
                     self._refresh(name)
                 await lost.wait()
@@ -232,6 +236,15 @@ class SharedEventHub:
                     with contextlib.suppress(Exception):
                         await held.close()
             await asyncio.sleep(_RETRY_SECONDS)
+
+    def _on_command(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        kind, _, session_id = payload.partition(":")
+        if kind == "cancel" and self.on_cancel is not None:
+            asyncio.get_running_loop().create_task(self.on_cancel(session_id))
+
+    async def request_cancel(self, session_id: str) -> None:
+        """Ask every replica to cancel the run of ``session_id`` (the one running it does)."""
+        await self.log.command(f"cancel:{session_id}")
 
     def _on_notify(self, _conn: Any, pid: int, _channel: str, payload: str) -> None:
         if pid != self._writer_pid and payload in self._streams:

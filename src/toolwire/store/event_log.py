@@ -60,6 +60,7 @@ _AFTER_SEQ = (
 )
 _MAX_SEQ = "SELECT coalesce(max(seq), 0) FROM toolwire_events WHERE session_id = $1"
 _PRUNE = "DELETE FROM toolwire_events WHERE created_at < $1"
+_NOTIFY = "SELECT pg_notify($1, $2)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,8 @@ class EventLog:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.channel = ""
+        self.control = ""
+        """The channel of commands between replicas (``cancel:<session id>``)."""
 
     async def create(self) -> None:
         """Create the table if missing (safe when replicas start at once) and learn the channel name."""
@@ -87,6 +90,7 @@ class EventLog:
                 await conn.execute(sa.text(statement))
             schema = (await conn.execute(sa.text("SELECT current_schema()"))).scalar_one()
         self.channel = f"toolwire_events:{schema}"
+        self.control = f"toolwire_control:{schema}"
 
     async def dedicated(self) -> tuple[AsyncConnection, Any]:
         """A connection held for good (the writer, the listener) and its asyncpg connection."""
@@ -129,6 +133,10 @@ class EventLog:
     async def max_seq(self, session_id: str) -> int:
         """The highest seq any run published for ``session_id`` (0 when none)."""
         return int(await self._query("fetchval", _MAX_SEQ, session_id))
+
+    async def command(self, text: str) -> None:
+        """Send ``text`` to every replica listening on the control channel."""
+        await self._query("execute", _NOTIFY, self.control, text)
 
     async def prune(self, before: float) -> None:
         """Drop events older than ``before`` (epoch seconds)."""
