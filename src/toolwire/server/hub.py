@@ -66,6 +66,14 @@ class QueueSubscriber:
         self.queue.put_nowait(item)
 
 
+def end_subscriptions(subscribers: set[Any]) -> None:
+    """End each of ``subscribers`` (:class:`QueueSubscriber`): its iterator ends, its SSE response completes."""
+    for subscriber in subscribers:
+        subscriber.overflowed = True
+        subscriber.queue.put_nowait(None)
+    subscribers.clear()
+
+
 @dataclass(slots=True)
 class _Stream:
     base: int
@@ -133,10 +141,7 @@ class EventHub:
     def close_all(self) -> None:
         """End every subscription (server shutdown): each iterator ends, each SSE response completes."""
         for stream in self._streams.values():
-            for subscriber in stream.subscribers:
-                subscriber.overflowed = True
-                subscriber.queue.put_nowait(None)
-            stream.subscribers.clear()
+            end_subscriptions(stream.subscribers)
 
     def _evict(self) -> None:
         while len(self._streams) > self.max_streams:

@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from toolwire.events import AgentEvent, event_from_dict, event_to_dict
-from toolwire.server.hub import QueueSubscriber, StreamItem, Subscription
+from toolwire.server.hub import QueueSubscriber, StreamItem, Subscription, end_subscriptions
 from toolwire.store.event_log import EventLog, LogRow
 
 logger = logging.getLogger("toolwire.server")
@@ -130,10 +130,7 @@ class SharedEventHub:
 
     def close_all(self) -> None:
         for stream in self._streams.values():
-            for subscriber in stream.subscribers:
-                subscriber.overflowed = True
-                subscriber.queue.put_nowait(None)
-            stream.subscribers.clear()
+            end_subscriptions(stream.subscribers)
         self._streams.clear()
 
     # -- publishing ----------------------------------------------------------------------------------
