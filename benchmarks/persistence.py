@@ -50,8 +50,8 @@ class ToolThenText(Model):
         yield StreamStart()
         if done < self.steps:
             call_id = f"c{done}"
-            yield ToolInputStart(id=call_id, tool_name="noop")
-            yield ToolInputEnd(id=call_id, tool_name="noop", args={}, args_json="{}")
+            yield ToolInputStart(tool_call_id=call_id, tool_name="noop")
+            yield ToolInputEnd(tool_call_id=call_id, tool_name="noop", args={}, args_json="{}")
             yield Finish(reason="tool-calls", usage=Usage(input_tokens=10, output_tokens=5, requests=1))
         else:
             yield Finish(reason="stop", usage=Usage(input_tokens=10, output_tokens=1, requests=1))

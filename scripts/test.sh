@@ -15,6 +15,7 @@ export "${pg_line?postgres.sh did not print the database URL}"
 # Node + the `ai` npm client (AI SDK protocol tests), and the system Chromium (web page tests).
 bash scripts/setup_node.sh
 bash scripts/setup_chromium.sh
+bash scripts/setup_haproxy.sh
 
 .venv/bin/ruff check src tests
 .venv/bin/ruff format --check src tests

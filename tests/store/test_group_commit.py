@@ -21,9 +21,9 @@ def _count_writes(store: SQLStore) -> list[str]:
     writes: list[str] = []
     original = store._write
 
-    async def counting(what: str, op):  # type: ignore[no-untyped-def]
+    async def counting(what: str, op, **options):  # type: ignore[no-untyped-def]
         writes.append(what)
-        return await original(what, op)
+        return await original(what, op, **options)
 
     store._write = counting  # type: ignore[method-assign]
     return writes

@@ -9,6 +9,8 @@ that records a seq only ever records the seq of events already numbered.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from toolwire.agent.history import CANCELLED_OUTPUT
+from toolwire.errors import SessionBusyError
 from toolwire.events import Envelope, ToolCallComplete, ToolCallStatus
 from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage
 from toolwire.store._locks import lock_owner
@@ -68,6 +71,11 @@ class StepRecorder:
         self._max_output_chars = max_output_chars
         self._lock_owner = lock_owner(interaction_id)
         self._locked_at = 0.0
+        self._ttl = store.lease_ttl or LOCK_TTL
+        self._heartbeat: asyncio.Task[None] | None = None
+        self.detached = False
+        """Set when the server hands this run over to another replica: stopping it writes nothing more
+        (its calls stay pending for the next owner, the session stays leased until the server expires it)."""
         self._untitled = False
         self.open_step: OpenStep | None = None
         self.unwritten: list[ToolOutcome] = []
@@ -94,6 +102,28 @@ class StepRecorder:
             **fields,
         )
 
+    def ended_call(
+        self,
+        call: ToolCallPart,
+        output: Any,
+        status: ToolCallStatus,
+        *,
+        is_error: bool = True,
+        duration: float = 0.0,
+    ) -> ToolCallComplete:
+        """The completion event of a call the run's end announces (cancelled, interrupted, or finished
+        but never announced), numbered now."""
+        return self.event(
+            ToolCallComplete,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            args=call.args,
+            output=output,
+            is_error=is_error,
+            status=status,
+            duration=duration,
+        )
+
     # -- the run's lifecycle ----------------------------------------------------------------------
 
     async def open(self) -> OpenedHistory:
@@ -107,18 +137,49 @@ class StepRecorder:
         check_owner(info, self.session.user_id, parent_session_id=self.session.parent_session_id)
         self._untitled = info.title is None and info.parent_session_id is None
         self.seq = self._persisted_seq = info.last_seq
-        await self.store.lock_session(self.session.id, self._lock_owner, ttl=LOCK_TTL)
+        await self.store.lock_session(self.session.id, self._lock_owner, ttl=self._ttl)
         self._locked_at = time.monotonic()
-        return await self.store.open_history(self.session.id, max_output_chars=self._max_output_chars)
+        opened = await self.store.open_history(self.session.id, max_output_chars=self._max_output_chars)
+        if self.store.lease_ttl:
+            self._heartbeat = asyncio.create_task(self._renew_forever(self.store.lease_ttl))
+        return opened
 
     async def renew_lock(self) -> None:
         """Keep the session through a long run (cheap: writes only after half the TTL)."""
-        if time.monotonic() - self._locked_at > LOCK_TTL / 2:
-            await self.store.lock_session(self.session.id, self._lock_owner, ttl=LOCK_TTL)
+        if self._heartbeat is None and time.monotonic() - self._locked_at > self._ttl / 2:
+            await self.store.lock_session(self.session.id, self._lock_owner, ttl=self._ttl)
             self._locked_at = time.monotonic()
+
+    async def _renew_forever(self, ttl: float) -> None:
+        """A lease: renewed every third of its TTL whatever the run is doing (a long tool included), so
+        it expires only when this process stops; other replicas then take the run over."""
+        while True:
+            await asyncio.sleep(ttl / 3)
+            try:
+                await self.store.lock_session(self.session.id, self._lock_owner, ttl=ttl)
+            except SessionBusyError:
+                # Renewed too late and another replica took the run over: it continues it.
+                logger.error("session %s: the run lease was lost to another replica", self.session.id)
+                return
+            except Exception:  # the database is briefly unreachable: try again at the next beat
+                logger.warning("could not renew the run lease of %s", self.session.id, exc_info=True)
+
+    async def _stop_heartbeat(self) -> None:
+        task, self._heartbeat = self._heartbeat, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    @property
+    def lock_owner(self) -> str:
+        return self._lock_owner
 
     async def release(self) -> None:
         """Record the last seq (resume by ``Last-Event-ID`` across runs) and give the session back."""
+        if self.detached:
+            await self._stop_heartbeat()
+            return
         try:
             if self.seq > self._persisted_seq:
                 await self.store.finish_step(
@@ -133,6 +194,7 @@ class StepRecorder:
         except Exception:
             logger.exception("could not record the last event seq for session %s", self.session.id)
         finally:
+            await self._stop_heartbeat()
             await self.store.unlock_session(self.session.id, self._lock_owner)
 
     # -- the hook ----------------------------------------------------------------------------------
@@ -269,21 +331,6 @@ class StepRecorder:
         self._persisted_seq = max(self._persisted_seq, last_seq)
         self.open_step = None
 
-    def _ended(
-        self, call: ToolCallPart, output: Any, is_error: bool, status: ToolCallStatus, duration: float
-    ) -> ToolCallComplete:
-        """The completion event of a call the run's end announces."""
-        return self.event(
-            ToolCallComplete,
-            tool_call_id=call.tool_call_id,
-            tool_name=call.tool_name,
-            args=call.args,
-            output=output,
-            is_error=is_error,
-            status=status,
-            duration=duration,
-        )
-
     async def close_open_step(self) -> Message | None:
         """The run stopped while tools ran: record the unfinished calls as cancelled (history stays valid).
 
@@ -291,7 +338,7 @@ class StepRecorder:
         ``load_history`` repairs whatever is left pending).
         """
         open_step, self.open_step = self.open_step, None
-        if open_step is None:
+        if open_step is None or self.detached:
             return None
         try:
             results: list[ToolResultPart] = []
@@ -304,17 +351,17 @@ class StepRecorder:
                     results.append(outcome.result)
                     if call.tool_call_id in unwritten:  # finished, never announced: it is, with the end
                         self.cancelled_calls.append(
-                            self._ended(
+                            self.ended_call(
                                 call,
                                 outcome.result.output,
-                                outcome.result.is_error,
                                 outcome.status,
-                                outcome.duration,
+                                is_error=outcome.result.is_error,
+                                duration=outcome.duration,
                             )
                         )
                     continue
                 # Announced with the run's end, so no client keeps showing the call as running.
-                self.cancelled_calls.append(self._ended(call, CANCELLED_OUTPUT, True, "cancelled", 0.0))
+                self.cancelled_calls.append(self.ended_call(call, CANCELLED_OUTPUT, "cancelled"))
                 await self.store.complete_tool_call(
                     self.session.id,
                     call.tool_call_id,

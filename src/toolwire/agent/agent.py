@@ -267,6 +267,7 @@ class Agent(Generic[DepsT, OutputT]):
         user_id: str | None = None,
         approvals: Mapping[DecisionKey, Approval] | None = None,
         tool_outputs: Mapping[DecisionKey, Any] | None = None,
+        takeover: bool = False,
     ) -> AgentRun[OutputT]:
         """Start a run: ``async for event in agent.stream(...)``. ``parent`` makes it a sub-agent run of
         that tool call.
@@ -281,6 +282,10 @@ class Agent(Generic[DepsT, OutputT]):
         ToolFailed(message)}`` for client tools; no prompt is needed. A prompt given while calls still
         wait closes the unanswered ones first (the model reads that they were not answered). See
         :mod:`toolwire.agent.pending`.
+
+        ``takeover=True`` continues a run whose process died (its lease expired; the server's
+        :mod:`~toolwire.server.takeover` does this): no prompt, the unfinished calls end as interrupted and
+        the model goes on from the last stored step.
         """
         return AgentRun(
             self._run_config(),
@@ -293,6 +298,7 @@ class Agent(Generic[DepsT, OutputT]):
             user_id=user_id,
             approvals=approvals,
             tool_outputs=tool_outputs,
+            takeover=takeover,
         )
 
     async def run(

@@ -26,7 +26,9 @@ from toolwire._text import clean_part, clean_text
 from toolwire.agent._model_step import ModelStep
 from toolwire.agent._pause import Gate, Waiting, pending_of, plan_answers, unanswered
 from toolwire.agent._recorder import StepRecorder
+from toolwire.agent._takeover import final_answer, interrupted_calls, last_step_calls
 from toolwire.agent.config import RunConfig
+from toolwire.agent.history import INTERRUPTED_OUTPUT
 from toolwire.agent.output import NOTHING, OutputPolicy
 from toolwire.agent.pending import Approval, DecisionKey, PendingCall, Resume
 from toolwire.errors import MaxStepsExceeded, ToolBlockedError
@@ -58,7 +60,7 @@ from toolwire.models._builder import MessageBuilder
 from toolwire.models.base import ModelRequest, ToolDefinition
 from toolwire.pricing import total_cost
 from toolwire.store.base import Store
-from toolwire.store.records import AWAITING, SessionInfo, ToolCallRecord
+from toolwire.store.records import AWAITING, OpenedHistory, SessionInfo, ToolCallRecord
 from toolwire.tools.context import RunContext
 from toolwire.tools.executor import CallFinished, CallHeartbeat, CallStarted, ToolExecutor, ToolOutcome
 
@@ -174,8 +176,10 @@ class AgentRun(Generic[OutputT]):
         user_id: str | None = None,
         approvals: Mapping[DecisionKey, Approval] | None = None,
         tool_outputs: Mapping[DecisionKey, Any] | None = None,
+        takeover: bool = False,
     ) -> None:
         self.config = config
+        self._takeover = takeover
         parent_run = parent.sink if parent is not None and isinstance(parent.sink, AgentRun) else None
         self._parent_run = parent_run
         if parent_run is not None:
@@ -252,6 +256,15 @@ class AgentRun(Generic[OutputT]):
         if self._inbox is not None:
             self._inbox.put_nowait(event)
 
+    def detach(self) -> str | None:
+        """Let another process continue this run (server drain): stopping it now records nothing (its
+        unfinished calls stay pending, the session stays leased). Returns the lease owner to expire
+        once this process stopped publishing, or ``None`` when the run holds no session yet."""
+        if self._recorder is None:
+            return None
+        self._recorder.detached = True
+        return self._recorder.lock_owner
+
     @property
     def owner(self) -> str | None:
         """The user this run acts for (sub-agent runs inherit it)."""
@@ -259,7 +272,8 @@ class AgentRun(Generic[OutputT]):
 
     # -- the run -----------------------------------------------------------------------------------
 
-    async def _events(self) -> AsyncGenerator[AgentEvent, None]:
+    async def _prepare(self) -> tuple[StepRecorder, ModelStep, ToolExecutor, OpenedHistory]:
+        """Connect the tool sources, open the store, check the session and read its history."""
         config = self.config
         await config.registry.prepare()  # tool sources such as MCP servers connect first
         self._tools = config.registry.definitions(enabled=self._enabled_tools, exclude=self._exclude_tools)
@@ -292,6 +306,11 @@ class AgentRun(Generic[OutputT]):
         self._gate = Gate(config.registry, frozenset(t.name for t in self._tools))
         opened = await recorder.open()
         self._history = opened.messages
+        return recorder, model_step, executor, opened
+
+    async def _events(self) -> AsyncGenerator[AgentEvent, None]:
+        config = self.config
+        recorder, model_step, executor, opened = await self._prepare()
         error: BaseException | None = None
         try:
             yield recorder.event(
@@ -303,7 +322,11 @@ class AgentRun(Generic[OutputT]):
                 provider_name=config.model.otel_provider_name,
                 output_type="json" if self._output and self._output.spec.output_schema is not None else None,
             )
-            if opened.awaited or self.approvals or self.tool_outputs or not self._new_turn:
+            if self._takeover:
+                async with aclosing(self._take_over(opened.interrupted, executor)) as taken:
+                    async for event in taken:
+                        yield event
+            elif opened.awaited or self.approvals or self.tool_outputs or not self._new_turn:
                 async with aclosing(self._answer(opened.awaited, executor)) as answer_events:
                     async for event in answer_events:
                         yield event
@@ -744,6 +767,50 @@ class AgentRun(Generic[OutputT]):
             duration=outcome.duration,
         )
         return event
+
+    async def _take_over(
+        self, interrupted: Sequence[tuple[str, str]], executor: ToolExecutor
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Continuing a dead replica's run: the calls it left running end, for every watcher, as the model
+        sees them (interrupted), or run again when their tool is ``idempotent``; a run that had already
+        answered is done."""
+        recorder = self._recorder
+        assert recorder is not None
+        calls = interrupted_calls(self._history, interrupted)
+        again = last_step_calls(self._history, calls, self.config.registry)
+        for call in calls:
+            if call not in again.calls:
+                yield self._interrupted_event(call)
+        if again.calls:
+            step = await again.step_of(recorder.store, self.session_id)
+            recorder.reopen_step(step, again.message_id, again.calls, {})
+            await recorder.mark_running(again.calls)
+            outcomes: dict[str, ToolOutcome] = {}
+            async with aclosing(self._run_tools(again.calls, {}, step, executor, outcomes)) as events:
+                async for event in events:
+                    yield event
+            results = self._history[again.results_at]
+            merged = replace(
+                results,
+                parts=tuple(
+                    outcomes[r.tool_call_id].result if r.tool_call_id in outcomes else r
+                    for r in results.tool_results
+                ),
+            )
+            announce = [recorder.event(MessagePersisted, message_id=merged.id, role="tool")]
+            await recorder.finish_step(step, merged, Usage(), announce)
+            self._history[again.results_at] = merged
+            self._new_messages.append(merged)
+            for event in announce:
+                yield event
+        final = final_answer(self._history) if self._output is None else None
+        if final is not None:
+            self._output_value = self._text_output = final
+            self._done = True
+
+    def _interrupted_event(self, call: ToolCallPart) -> AgentEvent:
+        assert self._recorder is not None
+        return self._recorder.ended_call(call, INTERRUPTED_OUTPUT, "interrupted")
 
     def _raise_for_outcomes(self, calls: list[ToolCallPart], outcomes: dict[str, ToolOutcome]) -> None:
         for call in calls:

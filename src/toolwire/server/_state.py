@@ -8,6 +8,9 @@ user are refused alike.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from typing import Any
 
 from starlette.requests import Request
@@ -20,9 +23,15 @@ from toolwire.server.auth import Auth
 from toolwire.server.errors import RequestError, not_found
 from toolwire.server.hub import EventHub
 from toolwire.server.runs import RunManager
+from toolwire.server.shared_hub import SharedEventHub
+from toolwire.server.takeover import LeaseWatcher
 from toolwire.server.ui_stream import ClientFeatures, parse_client_version
+from toolwire.store._locks import lock_owner
 from toolwire.store.base import Store
 from toolwire.store.records import SessionInfo
+from toolwire.store.replicas import ReplicaRegistry
+
+logger = logging.getLogger("toolwire.server")
 
 
 class ToolwireServer:
@@ -33,19 +42,45 @@ class ToolwireServer:
         agent: Agent[Any, Any],
         *,
         auth: Auth,
-        hub: EventHub,
+        hub: EventHub | SharedEventHub | None,
         limits: Limits,
         ai_sdk_version: str | None,
     ) -> None:
         self.agent = agent
         self.auth = auth
-        self.hub = hub
+        self._hub_given = hub is not None
+        self.hub: EventHub | SharedEventHub = hub or EventHub()
         self.limits = limits
         try:
             self.features = ClientFeatures.for_version(parse_client_version(ai_sdk_version))
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
-        self.runs = RunManager(agent, hub)
+        self.runs = RunManager(agent, self.hub)
+        self.watcher: LeaseWatcher | None = None
+        self.draining = False
+        """Set once shutdown began: the health endpoint says so, so balancers stop routing here."""
+        self.replica = lock_owner("replica")
+        """This process, as named in run leases (host, pid and start time)."""
+
+    async def start(self) -> None:
+        """Open the store; on PostgreSQL (its runs hold leases) join the other replicas: one shared
+        event log (unless a hub was given) and the watcher that continues runs of dead replicas."""
+        store = await self.store()
+        ttl = store.lease_ttl
+        engine = getattr(store, "engine", None)
+        expired = getattr(store, "expired_runs", None)
+        if ttl is None or engine is None or expired is None:
+            return
+        if not self._hub_given:
+            shared = SharedEventHub(engine)
+            shared.on_cancel = self.runs.cancel
+            await shared.start()
+            self.hub = self.runs.hub = shared
+        replicas = ReplicaRegistry(engine, self.replica)
+        await replicas.create()
+        await replicas.beat()
+        self.watcher = LeaseWatcher(self.runs, expired, interval=ttl / 3, replicas=replicas)
+        self.watcher.start()
 
     async def store(self) -> Store:
         """The agent's store, opened on first use."""
@@ -88,7 +123,48 @@ class ToolwireServer:
             raise RequestError("sub-agent sessions take no user messages", status=403, kind="forbidden")
         return info
 
+    async def cancel(self, session_id: str) -> bool:
+        """Cancel the session's run, here or on the replica running it (it is stored as cancelled there);
+        whether one was running. Across replicas this waits, briefly, for that replica to end it."""
+        if await self.runs.cancel(session_id):
+            return True
+        store = await self.store()
+        if not isinstance(self.hub, SharedEventHub) or not await store.run_in_progress(session_id):
+            return False
+        await self.hub.request_cancel(session_id)
+        for _ in range(100):  # the running replica releases the session once the run is cancelled
+            await asyncio.sleep(0.05)
+            if not await store.run_in_progress(session_id):
+                return True
+        return False
+
     async def close(self) -> None:
-        """Shutdown: cancel every run (stored as cancelled), then end every open stream."""
+        """Shutdown. With other replicas alive (PostgreSQL), hand the runs over: stop them recording
+        nothing, publish what they streamed, and expire their leases so another replica continues each at
+        its next scan. Otherwise cancel every run (stored as cancelled). Then end every open stream."""
+        self.draining = True
+        watcher, self.watcher = self.watcher, None
+        handed: list[tuple[str, str]] = []
+        if watcher is not None:
+            await watcher.stop()
+            if self.runs.count() and await watcher.others_alive():
+                handed = await self.runs.hand_over()
         await self.runs.shutdown()
-        self.hub.close_all()
+        if isinstance(self.hub, SharedEventHub):
+            await self.hub.close()  # the handed-over runs' last events are written first
+        else:
+            self.hub.close_all()
+        if watcher is not None:
+            await self._expire(handed, watcher)
+
+    async def _expire(self, handed: list[tuple[str, str]], watcher: LeaseWatcher) -> None:
+        store = await self.store()
+        for session_id, owner in handed:
+            try:
+                await store.lock_session(session_id, owner, ttl=0)  # expired now: taken at the next scan
+                logger.warning("handed the run of session %s over to another replica", session_id)
+            except Exception:  # it expires by itself within its TTL
+                logger.warning("could not expire the lease of %s", session_id, exc_info=True)
+        if watcher.replicas is not None:
+            with contextlib.suppress(Exception):
+                await watcher.replicas.leave()

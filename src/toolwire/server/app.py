@@ -1,9 +1,11 @@
 """The ASGI app behind ``toolwire serve``: routes, middleware, the web page, and :func:`serve`.
 
 Runs belong to the server (:mod:`toolwire.server.runs`); endpoints only watch them, so a client that goes
-away never stops a run. State lives in the store (the same schema on SQLite and PostgreSQL), so replicas
-can share one database. Live event fan-out is per process: a client following a run's native stream must
-reach the replica running it (sticky sessions), while history and every new turn work on any replica.
+away never stops a run. State lives in the store (the same schema on SQLite and PostgreSQL). On PostgreSQL
+the server is one of N replicas with no other setting: events go through a shared event log
+(:mod:`~toolwire.server.shared_hub`), so any replica streams any session, and runs hold leases that other
+replicas take over when their replica dies (:mod:`~toolwire.server.takeover`). On SQLite everything stays
+in one process.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from toolwire.server._state import ToolwireServer
 from toolwire.server.auth import Auth
 from toolwire.server.chat import VERSION_HEADER, ChatEndpoint
 from toolwire.server.errors import EXCEPTION_HANDLERS
+from toolwire.server.health import Health
 from toolwire.server.hub import EventHub
 from toolwire.server.native import NativeEndpoints
 from toolwire.server.security import PAGE_CSP, OriginGuard, normalise_origin
@@ -110,7 +113,7 @@ def create_app(
         agent.use_store(store)
     auth = Auth.from_sources(tokens_file, extra=tokens)
     server = ToolwireServer(
-        agent, auth=auth, hub=hub or EventHub(), limits=limits or Limits(), ai_sdk_version=ai_sdk_version
+        agent, auth=auth, hub=hub, limits=limits or Limits(), ai_sdk_version=ai_sdk_version
     )
 
     @asynccontextmanager
@@ -119,14 +122,16 @@ def create_app(
             logger.warning(
                 "no tokens configured: DEVELOPMENT MODE, loopback clients only, all as user 'local'"
             )
-        await agent.get_store()
+        await server.start()
         yield
         await server.close()
 
     chat = ChatEndpoint(server)
+    health = Health(server).get
     native = NativeEndpoints(server)
     routes: list[BaseRoute] = [
         Route("/", _index),
+        Route("/api/health", health, methods=["GET"]),
         Route("/api/chat", chat.post, methods=["POST"]),
         Route("/api/sessions", native.list_sessions, methods=["GET"]),
         Route("/api/sessions", native.create_session, methods=["POST"]),

@@ -100,7 +100,7 @@ class ChatEndpoint:
                 await self._follow_client(session_id, messages[:-1], replaces=replaces)
 
         # Subscribed before the run starts, so the stream misses none of its events.
-        subscription = server.hub.subscribe(session_id, None)
+        subscription = await server.hub.open(session_id, None)
         try:
             await server.runs.start(
                 session_id, prompt, user_id=user, approvals=approvals, tool_outputs=outputs

@@ -25,7 +25,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from toolwire.events import AgentEvent, event_to_dict
 
@@ -48,7 +48,9 @@ class StreamItem:
 
 
 @dataclass(slots=True, eq=False)
-class _Subscriber:
+class QueueSubscriber:
+    """One subscription's queue: a subscriber ``limit`` items behind is cut off with a ``stream-reset``."""
+
     queue: asyncio.Queue[StreamItem | None]
     limit: int
     overflowed: bool = False
@@ -64,12 +66,20 @@ class _Subscriber:
         self.queue.put_nowait(item)
 
 
+def end_subscriptions(subscribers: set[Any]) -> None:
+    """End each of ``subscribers`` (:class:`QueueSubscriber`): its iterator ends, its SSE response completes."""
+    for subscriber in subscribers:
+        subscriber.overflowed = True
+        subscriber.queue.put_nowait(None)
+    subscribers.clear()
+
+
 @dataclass(slots=True)
 class _Stream:
     base: int
     buffer: deque[StreamItem]
     next_cursor: int = 0
-    subscribers: set[_Subscriber] = field(default_factory=set)
+    subscribers: set[QueueSubscriber] = field(default_factory=set)
     held_bytes: int = 0
     last_publish: float = field(default_factory=time.monotonic)
 
@@ -131,10 +141,7 @@ class EventHub:
     def close_all(self) -> None:
         """End every subscription (server shutdown): each iterator ends, each SSE response completes."""
         for stream in self._streams.values():
-            for subscriber in stream.subscribers:
-                subscriber.overflowed = True
-                subscriber.queue.put_nowait(None)
-            stream.subscribers.clear()
+            end_subscriptions(stream.subscribers)
 
     def _evict(self) -> None:
         while len(self._streams) > self.max_streams:
@@ -146,11 +153,11 @@ class EventHub:
             else:
                 return
 
-    def cursor(self, session_id: str) -> int:
+    async def cursor(self, session_id: str) -> int:
         """The position to resume from after reading the stored history now."""
         return self._stream(session_id).cursor
 
-    def resume_cursor(self, session_id: str, persisted: dict[str, int]) -> int:
+    async def resume_cursor(self, session_id: str, persisted: dict[str, int]) -> int:
         """Where to resume after reading history persisted up to ``persisted`` (seq per session).
 
         Just before the first buffered event the history does not hold yet (a tool finished but its
@@ -191,10 +198,14 @@ class EventHub:
                 subscriber.push(item)
             target = self._parents.get(target)
 
+    async def open(self, session_id: str, after: int | None = None) -> Subscription:
+        """:meth:`subscribe`, with the signature every hub has (the shared one reads the database)."""
+        return self.subscribe(session_id, after)
+
     def subscribe(self, session_id: str, after: int | None = None) -> Subscription:
         """Items of the stream after ``after`` (buffered first, then live); ``None`` = live only."""
         stream = self._stream(session_id)
-        subscriber = _Subscriber(queue=asyncio.Queue(), limit=self.subscriber_limit)
+        subscriber = QueueSubscriber(queue=asyncio.Queue(), limit=self.subscriber_limit)
         if after is not None and after != stream.cursor:
             first = stream.buffer[0].cursor if stream.buffer else stream.next_cursor
             if after > stream.cursor or after < stream.base or after + 1 < first:
@@ -207,7 +218,7 @@ class EventHub:
         stream.subscribers.add(subscriber)
         return Subscription(self, session_id, subscriber)
 
-    def _unsubscribe(self, session_id: str, subscriber: _Subscriber) -> None:
+    def _unsubscribe(self, session_id: str, subscriber: Any) -> None:
         stream = self._streams.get(session_id)
         if stream is not None:
             stream.subscribers.discard(subscriber)
@@ -236,10 +247,18 @@ def _estimate_size(event: AgentEvent) -> int:
     return size
 
 
+class _Unsubscribes(Protocol):
+    def _unsubscribe(self, session_id: str, subscriber: Any) -> None: ...
+
+
+class _Queued(Protocol):
+    queue: asyncio.Queue[StreamItem | None]
+
+
 class Subscription:
     """Async iterator of stream items; ends after a ``stream-reset`` caused by overflow."""
 
-    def __init__(self, hub: EventHub, session_id: str, subscriber: _Subscriber) -> None:
+    def __init__(self, hub: _Unsubscribes, session_id: str, subscriber: _Queued) -> None:
         self._hub = hub
         self._session_id = session_id
         self._subscriber = subscriber

@@ -91,7 +91,7 @@ class NativeEndpoints:
             waits = {(a["session_id"], a["message_id"], a["tool_call_id"]) for a in awaiting}
             histories = [_without_results(await store.load_history(s.id), s.id, waits) for s in subtree]
         merged = merge_histories(histories)
-        cursor = server.hub.resume_cursor(session_id, {s.id: s.last_seq for s in subtree})
+        cursor = await server.hub.resume_cursor(session_id, {s.id: s.last_seq for s in subtree})
         return JSONResponse(
             {
                 "session_id": session_id,
@@ -123,7 +123,7 @@ class NativeEndpoints:
             # The same answer whoever holds the id (the caller or another user): no ownership oracle.
             raise RequestError(f"session id {session_id!r} is taken", status=409, kind="exists")
         return JSONResponse(
-            {"session_id": session_id, "cursor": server.hub.cursor(session_id)}, status_code=201
+            {"session_id": session_id, "cursor": await server.hub.cursor(session_id)}, status_code=201
         )
 
     async def post_message(self, request: Request) -> Response:
@@ -139,7 +139,7 @@ class NativeEndpoints:
         if not isinstance(body, dict):
             raise RequestError("the body must be an object with 'text' and/or 'approvals' / 'tool_outputs'")
         text, approvals, outputs = await self._turn(session_id, user, body)
-        cursor = server.hub.cursor(session_id)
+        cursor = await server.hub.cursor(session_id)
         await server.runs.start(session_id, text, user_id=user, approvals=approvals, tool_outputs=outputs)
         # Subscribing with ``after=cursor`` receives this run's events from its very first one.
         return JSONResponse({"session_id": session_id, "accepted": True, "cursor": cursor}, status_code=202)
@@ -165,12 +165,12 @@ class NativeEndpoints:
         return text, approvals, outputs
 
     async def cancel(self, request: Request) -> Response:
-        """Cancel the session's run in this process (stored as cancelled); ``cancelled``: was one running."""
+        """Cancel the session's run on whichever replica runs it (stored as cancelled); ``cancelled``: was one."""
         server = self.server
         user = server.user(request)
         session_id = check_session_id(request.path_params["session_id"])
         await server.authorize(session_id, user)
-        cancelled = await server.runs.cancel(session_id)
+        cancelled = await server.cancel(session_id)
         return JSONResponse({"session_id": session_id, "cancelled": cancelled})
 
     # -- managing conversations --------------------------------------------------------------------
@@ -216,7 +216,7 @@ class NativeEndpoints:
         session_id = check_session_id(request.path_params["session_id"])
         await server.authorize(session_id, user)
         after = stream_cursor(request.headers.get("last-event-id") or request.query_params.get("after"))
-        subscription = server.hub.subscribe(session_id, after)
+        subscription = await server.hub.open(session_id, after)
         return StreamingResponse(
             _event_stream(subscription, server.limits.ping_interval), headers=SSE_HEADERS
         )
@@ -238,7 +238,7 @@ class NativeEndpoints:
             await websocket.close(code=4404, reason=f"no session {session_id!r}"[:120])
             return
         await websocket.accept()
-        subscription = server.hub.subscribe(session_id, after)
+        subscription = await server.hub.open(session_id, after)
         sender = asyncio.create_task(_ws_send(websocket, subscription))
         try:
             while True:
@@ -270,7 +270,7 @@ class NativeEndpoints:
                 raise RequestError("send {'type': 'user-message', 'text': ...} or {'type': 'cancel'}")
             await server.authorize(session_id, user)  # every command is checked at the moment it runs
             if message["type"] == "cancel":
-                await server.runs.cancel(session_id)
+                await server.cancel(session_id)
                 return
             text, approvals, outputs = await self._turn(session_id, user, message)
             await server.runs.start(session_id, text, user_id=user, approvals=approvals, tool_outputs=outputs)

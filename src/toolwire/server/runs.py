@@ -20,6 +20,7 @@ from toolwire.agent.pending import Approval, DecisionKey
 from toolwire.errors import SessionBusyError
 from toolwire.events import AgentEvent, InteractionEnd
 from toolwire.server.hub import EventHub
+from toolwire.server.shared_hub import SharedEventHub
 
 logger = logging.getLogger("toolwire.server")
 
@@ -27,12 +28,16 @@ logger = logging.getLogger("toolwire.server")
 class RunManager:
     """Owns the running agent loops: at most one per session in this process."""
 
-    def __init__(self, agent: Agent[Any, Any], hub: EventHub) -> None:
+    def __init__(self, agent: Agent[Any, Any], hub: EventHub | SharedEventHub) -> None:
         self.agent = agent
         self.hub = hub
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._runs: dict[str, AgentRun[Any]] = {}
         self._starting: set[str] = set()
+
+    def count(self) -> int:
+        """Runs going on in this process."""
+        return len(self._tasks)
 
     def running(self, session_id: str) -> bool:
         return session_id in self._tasks or session_id in self._starting
@@ -45,6 +50,7 @@ class RunManager:
         user_id: str,
         approvals: Mapping[DecisionKey, Approval] | None = None,
         tool_outputs: Mapping[DecisionKey, Any] | None = None,
+        takeover: bool = False,
     ) -> None:
         """Start a run; returns once it holds the session (its first event is published).
 
@@ -57,7 +63,7 @@ class RunManager:
             raise SessionBusyError(f"session {session_id!r} is already running; wait for it or cancel it")
         self._starting.add(session_id)
         try:
-            if prompt is None or approvals or tool_outputs:
+            if not takeover and (prompt is None or approvals or tool_outputs):
                 await self._check_answers(session_id, prompt, approvals or {}, tool_outputs or {})
             run = self.agent.stream(
                 prompt,
@@ -65,6 +71,7 @@ class RunManager:
                 user_id=user_id,
                 approvals=approvals,
                 tool_outputs=tool_outputs,
+                takeover=takeover,
             )
             events = run.__aiter__()
             try:
@@ -76,6 +83,22 @@ class RunManager:
             self._tasks[session_id] = asyncio.create_task(self._pump(session_id, events))
         finally:
             self._starting.discard(session_id)
+
+    async def take_over(self, session_id: str, user_id: str) -> bool:
+        """Continue the run of a replica that died (its lease expired); ``False`` when another replica
+        was faster (the lease is taken by one conditional UPDATE: exactly one wins) or it runs here."""
+        if self.running(session_id):
+            return False
+        if isinstance(self.hub, SharedEventHub):  # number after what the dead run already published
+            store = await self.agent.get_store()
+            raise_last_seq = getattr(store, "raise_last_seq", None)
+            if raise_last_seq is not None:
+                await raise_last_seq(session_id, await self.hub.max_seq(session_id))
+        try:
+            await self.start(session_id, None, user_id=user_id, takeover=True)
+        except SessionBusyError:
+            return False
+        return True
 
     async def _check_answers(
         self,
@@ -127,6 +150,22 @@ class RunManager:
             await task
         self._announce_end(session_id)
         return True
+
+    async def hand_over(self) -> list[tuple[str, str]]:
+        """Stop every run without recording an end (drain: another replica continues them). Returns
+        (session id, lease owner) of each, for the caller to expire the leases once its events are out."""
+        handed: list[tuple[str, str]] = []
+        tasks = []
+        for session_id, task in list(self._tasks.items()):
+            run = self._runs.pop(session_id, None)
+            owner = run.detach() if run is not None else None
+            if owner is not None:
+                handed.append((session_id, owner))
+            task.cancel()
+            tasks.append(task)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return handed
 
     async def shutdown(self) -> None:
         sessions = list(self._tasks)

@@ -36,17 +36,24 @@ SQLITE_RETRYABLE_CODES = frozenset({1555, 2067})  # SQLITE_CONSTRAINT_PRIMARYKEY
 
 
 class AsyncRunner:
-    """PostgreSQL: the transaction body runs on the async driver (asyncpg) via ``run_sync``."""
+    """PostgreSQL: the transaction body runs on the async driver (asyncpg) via ``run_sync``.
+
+    Round trips are the cost here, so: reads and single-statement writes run in autocommit (no
+    ``BEGIN``/``ROLLBACK`` around one statement: PostgreSQL makes each statement atomic by itself, an
+    ``executemany`` included), and connections are not pinged on checkout (a dead one fails its first
+    statement and the store runs the operation again on a fresh one).
+    """
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self._writer = engine.execution_options(**{WRITE_OPTION: True})
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
 
-    async def run(self, op: Callable[[sa.Connection], T], *, write: bool) -> T:
-        if write:
+    async def run(self, op: Callable[[sa.Connection], T], *, write: bool, single: bool = False) -> T:
+        if write and not single:
             async with self._writer.begin() as conn:
                 return await conn.run_sync(op)
-        async with self.engine.connect() as conn:
+        async with self._autocommit.connect() as conn:
             return await conn.run_sync(op)
 
     async def dispose(self) -> None:
@@ -93,7 +100,7 @@ class ThreadRunner:
         self._thread.start()
         self._async_engine: AsyncEngine | None = None
 
-    async def run(self, op: Callable[[sa.Connection], T], *, write: bool) -> T:
+    async def run(self, op: Callable[[sa.Connection], T], *, write: bool, single: bool = False) -> T:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._jobs.put(_Job(op, write, future, loop))

@@ -10,6 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from pydantic_core import PydanticSerializationError
+from sqlalchemy.dialects import postgresql
 
 from toolwire.agent.history import INTERRUPTED_OUTPUT
 from toolwire.errors import ConfigError, StoreError
@@ -147,6 +148,7 @@ TOUCH_SEQ = (
         ),
     )
 )
+TOUCH_SEQ_USAGE = TOUCH_SEQ.returning(sessions.c.usage)
 MESSAGE_SLOT = sa.select(
     sa.select(messages.c.session_id)
     .where(messages.c.session_id == sa.bindparam("m_session"), messages.c.id == sa.bindparam("m_id"))
@@ -156,8 +158,42 @@ MESSAGE_SLOT = sa.select(
     .scalar_subquery(),
 )
 INSERT_MESSAGE = sa.insert(messages)
+_MESSAGE_COLUMNS = (
+    "id",
+    "session_id",
+    "position",
+    "role",
+    "parts",
+    "provider",
+    "model",
+    "interaction_id",
+    "step",
+    "created_at",
+    "step_usage",
+    "finish_reason",
+    "step_started_at",
+    "step_finished_at",
+)
+# PostgreSQL: the slot and the insert in ONE statement (one round trip). A message stored already (a retried
+# write) inserts nothing; a position taken meanwhile is a unique violation, and the transaction is retried.
+PG_INSERT_MESSAGE = (
+    postgresql.insert(messages)
+    .from_select(
+        list(_MESSAGE_COLUMNS),
+        sa.select(
+            *(
+                sa.select(sa.func.coalesce(sa.func.max(messages.c.position) + 1, 0))
+                .where(messages.c.session_id == sa.bindparam("p_session_id"))
+                .scalar_subquery()
+                if name == "position"
+                else sa.bindparam(f"p_{name}", type_=messages.c[name].type)
+                for name in _MESSAGE_COLUMNS
+            )
+        ),
+    )
+    .on_conflict_do_nothing(index_elements=["id", "session_id"])
+)
 HAS_MESSAGES = sa.select(messages.c.id).where(messages.c.session_id == sa.bindparam("h_session")).limit(1)
-SESSION_USAGE = sa.select(sessions.c.usage).where(sessions.c.id == sa.bindparam("u_id"))
 SET_SESSION_USAGE = (
     sa.update(sessions).where(sessions.c.id == sa.bindparam("u_id")).values(usage=sa.bindparam("u_usage"))
 )
@@ -173,6 +209,16 @@ def touch(conn: sa.Connection, session_id: str, *, last_seq: int | None = None) 
         raise StoreError(f"unknown session {session_id!r}: call ensure_session first")
 
 
+def touch_usage(conn: sa.Connection, session_id: str, last_seq: int) -> Any:
+    """:func:`touch` with ``last_seq`` that also returns the session's usage total (one statement)."""
+    params = {"t_id": session_id, "t_now": time.time(), "t_seq": last_seq}
+    row = first_row(conn, TOUCH_SEQ_USAGE, params)
+    if row is None:
+        raise StoreError(f"unknown session {session_id!r}: call ensure_session first")
+    (usage,) = row
+    return json.loads(usage) if isinstance(usage, str) else usage  # SQLite's JSON column comes back as text
+
+
 def insert_message(
     conn: sa.Connection,
     session_id: str,
@@ -185,28 +231,27 @@ def insert_message(
     """Insert at the session's next position; False when this message id is already stored there."""
     if message.session_id not in (None, session_id):
         raise StoreError(f"message {message.id} belongs to session {message.session_id}, not {session_id}")
+    row = {
+        "id": message.id,
+        "session_id": session_id,
+        "role": message.role,
+        "parts": parts_to_json(message.parts),
+        "provider": message.provider,
+        "model": message.model,
+        "interaction_id": interaction_id,
+        "step": step,
+        "created_at": message.created_at,
+        **(extra or {}),
+    }
+    if conn.dialect.name == "postgresql":
+        params = {f"p_{name}": row.get(name) for name in _MESSAGE_COLUMNS if name != "position"}
+        return bool(conn.execute(PG_INSERT_MESSAGE, params).rowcount == 1)
     slot = first_row(conn, MESSAGE_SLOT, {"m_id": message.id, "m_session": session_id})
     assert slot is not None  # one row of two scalar subqueries, always
     stored, position = slot
     if stored is not None:
         return False
-    write_rows(
-        conn,
-        INSERT_MESSAGE,
-        {
-            "id": message.id,
-            "session_id": session_id,
-            "position": position,
-            "role": message.role,
-            "parts": parts_to_json(message.parts),
-            "provider": message.provider,
-            "model": message.model,
-            "interaction_id": interaction_id,
-            "step": step,
-            "created_at": message.created_at,
-            **(extra or {}),
-        },
-    )
+    write_rows(conn, INSERT_MESSAGE, {**row, "position": position})
     return True
 
 

@@ -79,6 +79,11 @@ class Store(ABC):
     """Storage behind the one hook. Implementations: ``toolwire.store.memory.MemoryStore``,
     ``toolwire.store.sql.SQLStore``."""
 
+    lease_ttl: float | None = None
+    """Seconds a run's session lock lasts unless renewed, when runs hold it as a lease renewed in the
+    background (PostgreSQL: replicas take over a run whose lease expired); ``None``: a long lock
+    renewed at step starts (single process; a killed process's lock is reclaimed at once)."""
+
     @abstractmethod
     async def ensure_session(self, info: SessionInfo) -> SessionInfo:
         """Create the session if it does not exist; return the stored row (existing rows win)."""
@@ -202,7 +207,11 @@ class Store(ABC):
         repaired, interrupted = repair_history(messages, records, max_output_chars=max_output_chars)
         if interrupted and mark_interrupted:
             await self.mark_interrupted(session_id, interrupted)
-        return OpenedHistory(messages=repaired, awaited=[r for r in rows if r.awaiting is not None])
+        return OpenedHistory(
+            messages=repaired,
+            awaited=[r for r in rows if r.awaiting is not None],
+            interrupted=list(interrupted) if mark_interrupted else [],
+        )
 
     # -- managing conversations (the server's and the CLI's, never a run's) ---------------------------
 

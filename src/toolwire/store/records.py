@@ -138,3 +138,5 @@ class OpenedHistory:
     """The history repaired for the model (an awaited call shows the result it gets if nobody answers)."""
     awaited: list[ToolCallRecord]
     """The calls waiting for a person (``awaiting_*``), in recorded order: what a resumed run answers."""
+    interrupted: list[CallKey] = field(default_factory=list)
+    """The calls found unfinished and recorded as interrupted now (their run's process died)."""

@@ -21,7 +21,6 @@ Every SQLAlchemy or driver error leaves this module as :class:`~toolwire.errors.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from toolwire.errors import ConfigError, MissingExtraError, SessionBusyError, StoreError
 from toolwire.messages import Message, Usage
 from toolwire.store._locks import owner_is_dead
-from toolwire.store._sql_direct import first_row, write_rows
+from toolwire.store._sql_direct import write_rows
 from toolwire.store._sql_engine import (
     AsyncRunner,
     ThreadRunner,
@@ -44,11 +43,11 @@ from toolwire.store._sql_engine import (
     normalise_url,
     retryable,
 )
+from toolwire.store._sql_leases import EXPIRED_RUNS, RAISE_LAST_SEQ, lease_seconds
 from toolwire.store._sql_rows import (
     COMPLETE_CALL,
     HAS_MESSAGES,
     MARK_INTERRUPTED,
-    SESSION_USAGE,
     SET_SESSION_USAGE,
     check_schema,
     completion_row,
@@ -60,6 +59,7 @@ from toolwire.store._sql_rows import (
     tool_call_from_row,
     tool_call_row,
     touch,
+    touch_usage,
     upgrade_schema,
     usage_from_json,
     usage_to_json,
@@ -107,6 +107,8 @@ class SQLStore(Store):
         options: dict[str, Any] = {**engine_options, "json_serializer": dumps}
         postgres = sa_url.get_backend_name() == "postgresql"
         runner: AsyncRunner | ThreadRunner
+        lease_ttl = lease_seconds(sa_url.query.get("lease_ttl")) if postgres else None
+        sa_url = sa_url.difference_update_query(["lease_ttl"])
         if postgres and "schema" in sa_url.query:
             # ``?schema=NAME``: keep toolwire's tables in that schema (it must exist).
             schema = sa_url.query["schema"]
@@ -117,7 +119,9 @@ class SQLStore(Store):
             options["connect_args"] = {**connect_args, "server_settings": settings}
         try:
             if postgres:
-                options.setdefault("pool_pre_ping", True)  # replicas outlive database restarts
+                # No ping per checkout (3 round trips): a connection the database dropped fails its first
+                # statement and _write/_read run the operation again, so replicas outlive restarts.
+                options.setdefault("pool_pre_ping", False)
                 runner = AsyncRunner(create_async_engine(sa_url, **options))
             else:
                 sync_url = sa_url.set(drivername="sqlite")
@@ -134,6 +138,7 @@ class SQLStore(Store):
         except OSError as exc:
             raise StoreError(f"cannot open store {shown}: {exc}") from exc
         store = cls(runner, postgres=postgres)
+        store.lease_ttl = lease_ttl
         try:
             await store.create_schema()
         except OSError as exc:
@@ -183,7 +188,7 @@ class SQLStore(Store):
         def op(conn: sa.Connection) -> bool:
             return bool(conn.execute(self._insert_ignoring(sessions, ["id"]).values(**values)).rowcount == 1)
 
-        return await self._write("create a session", op)
+        return await self._write("create a session", op, single=True)
 
     async def get_session(self, session_id: str) -> SessionInfo | None:
         query = sa.select(sessions).where(sessions.c.id == session_id)
@@ -317,7 +322,7 @@ class SQLStore(Store):
                 def alone(conn: sa.Connection) -> None:
                     conn.execute(COMPLETE_CALL, [row])
 
-                await self._write("complete a tool call", alone)
+                await self._write("complete a tool call", alone, single=True)
                 return
             self._batch_loop = loop
         done: asyncio.Future[None] = loop.create_future()
@@ -334,7 +339,7 @@ class SQLStore(Store):
                 write_rows(conn, COMPLETE_CALL, [row for row, _ in batch])  # one executemany for the batch
 
             try:
-                await self._write("complete a tool call", op)
+                await self._write("complete a tool call", op, single=True)
             except BaseException as exc:
                 for _, done in batch:
                     if not done.done():
@@ -360,19 +365,17 @@ class SQLStore(Store):
         rows = [completion_row(session_id, c) for c in completed]
 
         def op(conn: sa.Connection) -> None:
-            touch(conn, session_id, last_seq=last_seq)
+            # The touch returns the usage total and locks the row, so the update below cannot lose one.
+            current = touch_usage(conn, session_id, last_seq)
             if rows:  # idempotent: a retry writes the same rows again
                 write_rows(conn, COMPLETE_CALL, rows)
             if tool_message is not None and not insert_message(
                 conn, session_id, tool_message, interaction_id=interaction_id, step=step
             ):
                 return  # this step was already finished (a retry after a lost commit acknowledgement)
-            # The session row is locked by touch, so this read-modify-write cannot lose an update.
-            (current,) = first_row(conn, SESSION_USAGE, {"u_id": session_id}) or (None,)
-            if isinstance(current, str):  # SQLite's JSON column comes back as its text
-                current = json.loads(current)
-            total = usage_from_json(current) + usage
-            write_rows(conn, SET_SESSION_USAGE, {"u_id": session_id, "u_usage": usage_to_json(total)})
+            if usage != Usage():  # nothing to add (a paused step's results, the seq recorded at release)
+                total = usage_from_json(current) + usage
+                write_rows(conn, SET_SESSION_USAGE, {"u_id": session_id, "u_usage": usage_to_json(total)})
 
         await self._write("finish a step", op)
 
@@ -394,7 +397,7 @@ class SQLStore(Store):
         def op(conn: sa.Connection) -> None:
             conn.execute(MARK_INTERRUPTED, rows)
 
-        await self._write("mark tool calls interrupted", op)
+        await self._write("mark tool calls interrupted", op, single=True)
 
     async def steps(self, session_id: str) -> list[StoredStep]:
         """Per-step usage, finish reason and model timings of the session, in history order."""
@@ -456,6 +459,22 @@ class SQLStore(Store):
 
         await self._write("lock a session", op)
 
+    async def expired_runs(self, limit: int = 20) -> list[tuple[str, str | None]]:
+        """Top-level sessions whose run lease expired (its replica died): (session id, user id), oldest
+        expiry first. Sub-agent sessions are continued by their conversation's run."""
+        params = {"x_now": time.time(), "x_limit": limit}
+        rows = await self._read("find expired runs", lambda conn: conn.execute(EXPIRED_RUNS, params).all())
+        return [(row.id, row.user_id) for row in rows]
+
+    async def raise_last_seq(self, session_id: str, seq: int) -> None:
+        """Record that events up to ``seq`` were published (a run taking over numbers after them)."""
+        params = {"r_id": session_id, "r_seq": seq}
+
+        def op(conn: sa.Connection) -> None:
+            conn.execute(RAISE_LAST_SEQ, params)
+
+        await self._write("raise the last seq", op, single=True)
+
     async def set_title(self, session_id: str, title: str, *, only_if_empty: bool = False) -> bool:
         statement = sa.update(sessions).where(sessions.c.id == session_id).values(title=title)
         if only_if_empty:
@@ -464,7 +483,7 @@ class SQLStore(Store):
         def op(conn: sa.Connection) -> bool:
             return bool(conn.execute(statement).rowcount == 1)
 
-        return await self._write("set a title", op)
+        return await self._write("set a title", op, single=True)
 
     async def delete_session(self, session_id: str) -> bool:
         in_tree = sa.or_(sessions.c.id == session_id, sessions.c.user_session_id == session_id)
@@ -538,7 +557,7 @@ class SQLStore(Store):
         def op(conn: sa.Connection) -> None:
             conn.execute(statement)
 
-        await self._write("unlock a session", op)
+        await self._write("unlock a session", op, single=True)
 
     async def run_in_progress(self, session_id: str) -> bool:
         query = sa.select(sessions.c.lock_owner, sessions.c.lock_expires_at).where(
@@ -560,13 +579,14 @@ class SQLStore(Store):
             self._ignoring[key] = statement
         return statement
 
-    async def _write(self, what: str, op: Callable[[sa.Connection], T]) -> T:
-        """Run ``op`` in one write transaction, retrying it when a concurrent writer won a race."""
+    async def _write(self, what: str, op: Callable[[sa.Connection], T], *, single: bool = False) -> T:
+        """Run ``op`` in one write transaction, retrying it when a concurrent writer won a race or its
+        connection was found dead. ``single``: ``op`` runs one statement (autocommit on PostgreSQL)."""
         for attempt in range(1, _MAX_ATTEMPTS + 1):
             try:
-                return await self._runner.run(op, write=True)
+                return await self._runner.run(op, write=True, single=single)
             except DBAPIError as exc:
-                if attempt == _MAX_ATTEMPTS or not retryable(exc):
+                if attempt == _MAX_ATTEMPTS or not (retryable(exc) or exc.connection_invalidated):
                     raise StoreError(f"store failed to {what}: {describe(exc)}") from exc
             except (SQLAlchemyError, OSError) as exc:
                 raise StoreError(f"store failed to {what}: {describe(exc)}") from exc
@@ -574,7 +594,12 @@ class SQLStore(Store):
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _read(self, what: str, op: Callable[[sa.Connection], T]) -> T:
-        try:
-            return await self._runner.run(op, write=False)
-        except (SQLAlchemyError, OSError) as exc:
-            raise StoreError(f"store failed to {what}: {describe(exc)}") from exc
+        for attempt in (1, 2):
+            try:
+                return await self._runner.run(op, write=False)
+            except DBAPIError as exc:
+                if attempt == 2 or not exc.connection_invalidated:  # a pooled connection the database dropped
+                    raise StoreError(f"store failed to {what}: {describe(exc)}") from exc
+            except (SQLAlchemyError, OSError) as exc:
+                raise StoreError(f"store failed to {what}: {describe(exc)}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover

@@ -48,6 +48,9 @@ class Tool:
     external: bool = False
     """A client-side tool: the model sees its schema, its body never runs here. The run pauses and the
     client supplies the output (``agent.run(session_id=..., tool_outputs={call_id: value})``)."""
+    idempotent: bool = False
+    """Safe to run again with the same arguments: a call cut off by its process's death is re-run by the
+    run that takes over (server replicas on PostgreSQL) instead of ending as interrupted."""
     _is_async: bool = field(default=False, repr=False)
     _schema_validator: Any = field(default=None, repr=False)
 
@@ -119,6 +122,7 @@ def tool(
     strict: bool | None = None,
     requires_approval: bool | ApprovalPredicate = False,
     external: bool = False,
+    idempotent: bool = False,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -134,11 +138,13 @@ def tool(
     strict: bool | None = None,
     requires_approval: bool | ApprovalPredicate = False,
     external: bool = False,
+    idempotent: bool = False,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Turn a function (sync or async) into a :class:`Tool`. Usable bare (``@tool``) or with options.
 
     ``requires_approval`` (``True`` or ``(ctx, args) -> bool``) makes a call wait for a person's approval;
-    ``external=True`` makes it a client-side tool whose body never runs here (see :class:`Tool`).
+    ``external=True`` makes it a client-side tool whose body never runs here; ``idempotent=True`` lets
+    a run taking over from a dead replica run an interrupted call again (see :class:`Tool`).
     """
 
     def wrap(fn: ToolFunction) -> Tool:
@@ -152,6 +158,7 @@ def tool(
             strict=strict,
             requires_approval=requires_approval,
             external=external,
+            idempotent=idempotent,
         )
 
     return wrap(function) if function is not None else wrap
@@ -168,6 +175,7 @@ def function_tool(
     strict: bool | None = None,
     requires_approval: bool | ApprovalPredicate = False,
     external: bool = False,
+    idempotent: bool = False,
 ) -> Tool:
     """Build a :class:`Tool` from a function's signature, type hints and docstring."""
     if not callable(fn):
@@ -215,6 +223,7 @@ def function_tool(
         strict=strict,
         requires_approval=requires_approval,
         external=external,
+        idempotent=idempotent,
         _is_async=inspect.iscoroutinefunction(fn),
     )
 

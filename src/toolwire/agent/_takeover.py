@@ -1,0 +1,75 @@
+"""What a run that takes over a dead replica's run (``takeover=True``) reads from the repaired history:
+which calls its predecessor left unfinished, and whether the predecessor had already answered."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from toolwire.messages import Message, ToolCallPart
+from toolwire.store.base import Store
+from toolwire.store.records import CallKey
+from toolwire.tools.registry import ToolRegistry
+
+
+def interrupted_calls(history: Sequence[Message], keys: Sequence[CallKey]) -> list[ToolCallPart]:
+    """The calls named by ``keys`` ((assistant message id, call id)), in history order."""
+    wanted = set(keys)
+    return [
+        call
+        for message in history
+        if message.role == "assistant"
+        for call in message.tool_calls
+        if (message.id, call.tool_call_id) in wanted
+    ]
+
+
+def final_answer(history: Sequence[Message]) -> str | None:
+    """The text of the last message when it is an answer that asks for no tool (the run it continues
+    had finished but died before releasing the session), ``""`` for an empty history; ``None`` when the
+    model has more to do."""
+    if not history:
+        return ""  # it died before storing its prompt: nothing to continue
+    last = history[-1]
+    if last.role != "assistant" or last.tool_calls:
+        return None
+    return last.text
+
+
+@dataclass(frozen=True, slots=True)
+class RunAgain:
+    """The interrupted calls of the last step whose tools are idempotent: run again by the takeover."""
+
+    calls: list[ToolCallPart]
+    message_id: str
+    """The assistant message that made them."""
+    results_at: int
+    """Index in the history of that step's (repaired) tool message."""
+
+    async def step_of(self, store: Store, session_id: str) -> int:
+        """The step number the calls were recorded with."""
+        for row in await store.tool_calls(session_id):
+            if row.message_id == self.message_id:
+                return row.step
+        return 0
+
+
+def last_step_calls(
+    history: list[Message], calls: Sequence[ToolCallPart], registry: ToolRegistry
+) -> RunAgain:
+    """Which of ``calls`` to run again: those of the history's last assistant message (its results are
+    the repaired tool message right after it) whose tool is declared ``idempotent``."""
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if message.role != "assistant":
+            continue
+        own = {c.tool_call_id for c in message.tool_calls}
+        if index + 1 >= len(history) or history[index + 1].role != "tool":
+            break
+        again = [
+            c
+            for c in calls
+            if c.tool_call_id in own and (t := registry.get(c.tool_name)) is not None and t.idempotent
+        ]
+        return RunAgain(again, message.id, index + 1)
+    return RunAgain([], "", -1)

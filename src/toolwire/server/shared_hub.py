@@ -1,0 +1,334 @@
+"""``SharedEventHub``: the event hub of replicas that share one PostgreSQL (chosen by ``create_app`` when
+the store is PostgreSQL), so any replica serves any session's stream.
+
+Publishing stays synchronous and never blocks a run: events queue for one writer task per process,
+which writes each batch in one statement (:class:`~toolwire.store.event_log.EventLog`) and then hands
+them to this process's subscribers with their cursors (the rows' ids). Other replicas hear a ``NOTIFY``
+naming the stream and read the new rows by cursor. A subscription first replays the rows after the
+client's cursor (``Last-Event-ID``, from any replica, from before a restart), then follows live; rows
+are delivered once each, in cursor order (a subscriber drops anything at or before its last cursor).
+
+Events stay in the table ``retain_seconds`` (default one hour; any replica prunes). A client resuming
+from a cursor further back than ``replay_limit`` events is told to reload the history
+(``stream-reset``), as with the in-process hub.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from toolwire.events import AgentEvent, event_from_dict, event_to_dict
+from toolwire.server.hub import QueueSubscriber, StreamItem, Subscription, end_subscriptions
+from toolwire.store.event_log import EventLog, LogRow
+
+logger = logging.getLogger("toolwire.server")
+
+_RETRY_SECONDS = 0.5
+
+
+@dataclass(slots=True, eq=False)
+class _Subscriber(QueueSubscriber):
+    last: int = 0
+    ready: bool = False
+    held: list[StreamItem] = field(default_factory=list)
+
+    def push(self, item: StreamItem) -> None:
+        if self.overflowed:
+            return
+        if not self.ready:  # still replaying: live items wait (dropped later if replayed already)
+            self.held.append(item)
+            return
+        if item.event is not None and item.cursor <= self.last:
+            return
+        self.last = max(self.last, item.cursor)
+        QueueSubscriber.push(self, item)
+
+    def start(self, last: int, replay: list[StreamItem]) -> None:
+        """Replay done up to cursor ``last``: deliver ``replay``, then what arrived live meanwhile."""
+        self.last, self.ready = last, True
+        held, self.held = self.held, []
+        for item in [*replay, *held]:
+            self.push(item)
+
+
+@dataclass(slots=True)
+class _Stream:
+    subscribers: set[_Subscriber] = field(default_factory=set)
+    delivered: int | None = None
+    """The last cursor handed to this stream's subscribers; ``None`` until the first one replayed."""
+    dirty: bool = False
+    fetching: bool = False
+
+
+def _item(cursor: int, body: str) -> StreamItem:
+    data = json.loads(body)
+    return StreamItem(cursor=cursor, event=event_from_dict(data), _json=data)
+
+
+class SharedEventHub:
+    """Per-session event streams shared by every replica on one PostgreSQL (same API as ``EventHub``)."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        subscriber_limit: int = 50_000,
+        replay_limit: int = 10_000,
+        retain_seconds: float = 3600.0,
+        max_pending: int = 200_000,
+    ) -> None:
+        self.subscriber_limit = subscriber_limit
+        self.replay_limit = replay_limit
+        self.retain_seconds = retain_seconds
+        self.max_pending = max_pending
+        self.log = EventLog(engine)
+        self._streams: dict[str, _Stream] = {}
+        self._parents: dict[str, str] = {}
+        self._pending: list[tuple[LogRow, AgentEvent]] = []
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._dropping = False
+        self.on_cancel: Callable[[str], Coroutine[Any, Any, object]] | None = None
+        """Called with a session id when another replica asks to cancel its run (set by the server)."""
+        self._writer_pid = 0
+        self._writer_conn: AsyncConnection | None = None
+        self._next_prune = 0.0
+        self.batches = 0
+        """Batches written (each one statement, one round trip)."""
+
+    async def start(self) -> None:
+        await self.log.create()
+        self._tasks = [
+            asyncio.create_task(self._write_forever()),
+            asyncio.create_task(self._listen_forever()),
+        ]
+
+    async def close(self) -> None:
+        """Write what is queued (briefly), stop, and end every subscription."""
+        for _ in range(50):
+            if not self._pending:
+                break
+            self._wake.set()
+            await asyncio.sleep(0.02)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        self.close_all()
+
+    def close_all(self) -> None:
+        for stream in self._streams.values():
+            end_subscriptions(stream.subscribers)
+        self._streams.clear()
+
+    # -- publishing ----------------------------------------------------------------------------------
+
+    def publish(self, event: AgentEvent) -> None:
+        session_id = event.session_id
+        parent = event.parent_session_id
+        if parent and parent != session_id and session_id not in self._parents:
+            self._parents[session_id] = parent
+        if len(self._pending) >= self.max_pending:  # the database has been unreachable for long
+            if not self._dropping:
+                logger.error("event log unreachable: dropping new events until it answers")
+            self._dropping = True
+            return
+        self._dropping = False
+        body = json.dumps(event_to_dict(event), separators=(",", ":"))
+        seen: set[str] = set()
+        target: str | None = session_id
+        while target is not None and target not in seen:  # the session and every ancestor
+            seen.add(target)
+            self._pending.append((LogRow(target, session_id, event.seq, body), event))
+            target = self._parents.get(target)
+        self._wake.set()
+
+    async def _write_forever(self) -> None:
+        try:
+            await self._write_batches()
+        finally:
+            if self._writer_conn is not None:
+                with contextlib.suppress(Exception):
+                    await self._writer_conn.close()
+
+    async def _write_batches(self) -> None:
+        driver: Any = None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                try:
+                    if driver is None:
+                        self._writer_conn, driver = await self.log.dedicated()
+                        self._writer_pid = driver.get_server_pid()
+                    batch = self._pending[:]  # publish() appends to the list meanwhile
+                    ids = await self.log.insert(driver, [row for row, _ in batch], time.time())
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    logger.warning("could not write events; retrying", exc_info=True)
+                    if self._writer_conn is not None:
+                        with contextlib.suppress(Exception):
+                            await self._writer_conn.invalidate()
+                    self._writer_conn = driver = None
+                    await asyncio.sleep(_RETRY_SECONDS)
+                    continue
+                del self._pending[: len(batch)]
+                self.batches += 1
+                for (row, event), cursor in zip(batch, ids, strict=True):
+                    self._deliver(row.stream, StreamItem(cursor=cursor, event=event))
+                await self._maybe_prune()
+
+    def _deliver(self, name: str, item: StreamItem) -> None:
+        stream = self._streams.get(name)
+        if stream is None:
+            return
+        if stream.delivered is not None:
+            stream.delivered = max(stream.delivered, item.cursor)
+        for subscriber in stream.subscribers:
+            subscriber.push(item)
+
+    async def _maybe_prune(self) -> None:
+        now = time.time()
+        if now < self._next_prune:
+            return
+        self._next_prune = now + 60 + random.uniform(0, 30)  # replicas rarely prune at once
+        try:
+            await self.log.prune(now - self.retain_seconds)
+        except Exception:
+            logger.warning("could not prune old events", exc_info=True)
+
+    # -- other replicas' events ----------------------------------------------------------------------
+
+    async def _listen_forever(self) -> None:
+        while True:
+            held: AsyncConnection | None = None
+            try:
+                held, driver = await self.log.dedicated()
+                lost = asyncio.Event()
+                driver.add_termination_listener(lambda _conn, lost=lost: lost.set())
+                await driver.add_listener(self.log.channel, self._on_notify)
+                await driver.add_listener(self.log.control, self._on_command)
+                for name in list(self._streams):  # caught up after a reconnect: nothing missed meanwhile
+                    self._refresh(name)
+                await lost.wait()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.warning("event listener lost its connection; reconnecting", exc_info=True)
+            finally:
+                if held is not None:
+                    with contextlib.suppress(Exception):
+                        await held.close()
+            await asyncio.sleep(_RETRY_SECONDS)
+
+    def _on_command(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        kind, _, session_id = payload.partition(":")
+        if kind == "cancel" and self.on_cancel is not None:
+            asyncio.get_running_loop().create_task(self.on_cancel(session_id))
+
+    async def request_cancel(self, session_id: str) -> None:
+        """Ask every replica to cancel the run of ``session_id`` (the one running it does)."""
+        await self.log.command(f"cancel:{session_id}")
+
+    def _on_notify(self, _conn: Any, pid: int, _channel: str, payload: str) -> None:
+        if pid != self._writer_pid and payload in self._streams:
+            self._refresh(payload)
+
+    def _refresh(self, name: str) -> None:
+        stream = self._streams.get(name)
+        if stream is None:
+            return
+        stream.dirty = True
+        if not stream.fetching and stream.delivered is not None:
+            stream.fetching = True
+            asyncio.get_running_loop().create_task(self._fetch(name, stream))
+
+    async def _fetch(self, name: str, stream: _Stream) -> None:
+        try:
+            while stream.dirty and stream.delivered is not None:
+                stream.dirty = False
+                try:
+                    rows = await self.log.fetch(name, stream.delivered, self.replay_limit)
+                except Exception:
+                    logger.warning("could not read events of a stream", exc_info=True)
+                    stream.dirty = True
+                    await asyncio.sleep(_RETRY_SECONDS)
+                    continue
+                for cursor, body in rows:
+                    self._deliver(name, _item(cursor, body))
+                if len(rows) == self.replay_limit:
+                    stream.dirty = True
+        finally:
+            stream.fetching = False
+            if not stream.subscribers and self._streams.get(name) is stream:
+                del self._streams[name]
+
+    # -- subscribing ---------------------------------------------------------------------------------
+
+    async def cursor(self, session_id: str) -> int:
+        """The position to resume from after reading the stored history now."""
+        return await self.log.max_id(session_id)
+
+    async def resume_cursor(self, session_id: str, persisted: dict[str, int]) -> int:
+        """Just before the first event the history read does not hold yet (see ``EventHub``)."""
+        # Read only the unpersisted tail when the stream is one session's (no sub-sessions to scan for).
+        lowest = persisted.get(session_id, 0) if list(persisted) == [session_id] else 0
+        rows = await self.log.after_seq(session_id, lowest, self.replay_limit)
+        for cursor, event_session, seq in rows:
+            if seq > persisted.get(event_session, 0):
+                return cursor - 1
+        return await self.log.max_id(session_id)
+
+    async def open(self, session_id: str, after: int | None = None) -> Subscription:
+        """Items of the stream after cursor ``after`` (replayed, then live); ``None`` = live only."""
+        stream = self._streams.get(session_id)
+        if stream is None:
+            stream = self._streams[session_id] = _Stream()
+        subscriber = _Subscriber(queue=asyncio.Queue(), limit=self.subscriber_limit)
+        stream.subscribers.add(subscriber)
+        try:
+            replay: list[StreamItem] = []
+            if after is None:
+                last = await self.log.max_id(session_id)
+            else:
+                rows = await self.log.fetch(session_id, after, self.replay_limit + 1)
+                last = after
+                if len(rows) > self.replay_limit:  # too far back: the client reloads the history
+                    last = rows[-1][0]
+                    replay = [StreamItem(cursor=last, event=None)]
+                else:
+                    replay = [_item(cursor, body) for cursor, body in rows]
+        except BaseException:
+            stream.subscribers.discard(subscriber)
+            raise
+        subscriber.start(last, replay)
+        if stream.delivered is None:
+            stream.delivered = subscriber.last
+            if stream.dirty:
+                self._refresh(session_id)
+        return Subscription(self, session_id, subscriber)
+
+    def _unsubscribe(self, session_id: str, subscriber: Any) -> None:
+        stream = self._streams.get(session_id)
+        if stream is None:
+            return
+        stream.subscribers.discard(subscriber)
+        if not stream.subscribers and not stream.fetching:
+            del self._streams[session_id]  # the table is the buffer: nothing to keep here
+
+    async def max_seq(self, session_id: str) -> int:
+        """The highest seq published for ``session_id`` by any replica (a takeover numbers after it)."""
+        return await self.log.max_seq(session_id)
