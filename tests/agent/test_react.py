@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from toolwire.agent.agent import Agent
 from toolwire.agent.drivers._react_parse import AnswerStreamer as _AnswerStreamer
-from toolwire.agent.drivers._react_parse import bounded, decision_schema, extract_json
+from toolwire.agent.drivers._react_parse import bounded, decision_schema, ends_in_a_loop, extract_json
 from toolwire.agent.drivers.react import ReActDriver
 from toolwire.errors import (
     ConfigError,
@@ -567,6 +567,20 @@ async def test_agent_runs_the_react_loop() -> None:
     assert second[-2].text == '{"action": "lookup", "args": {"transaction_id": "TXN_9"}}'
 
 
+async def test_reused_observations_refuse_a_call_answered_in_an_earlier_turn() -> None:
+    repeat = '{"action": "get_transaction_status", "args": {"transaction_id": "TXN_1"}}'
+    history = [*turn_with_lookup("c1", "Status of TXN_1?"), Message.user("Who authorized it?")]
+    model = ScriptedModel(text_turns(repeat, '{"action": "final_answer", "answer": "Dana"}'))
+    driver = ReActDriver(examples=(), reuse_observations=True)
+    parts = await run_step(model, driver=driver, messages=history)
+    assert "".join(p.delta for p in parts if isinstance(p, TextDelta)) == "Dana"
+    assert option_actions(model.requests[1].request.output_schema or {}) == ["final_answer"]
+    # Other arguments are a new question: allowed.
+    other = '{"action": "get_transaction_status", "args": {"transaction_id": "TXN_2"}}'
+    parts = await run_step(ScriptedModel(text_turns(other)), driver=driver, messages=history)
+    assert parts[-1].reason == "tool-calls"  # type: ignore[union-attr]
+
+
 async def test_stream_start_is_sent_once_per_step() -> None:
     model = ScriptedModel(text_turns("junk", '{"action": "final_answer", "answer": "x"}'))
     parts = await run_step(model)
@@ -762,3 +776,32 @@ def test_bad_limits_are_config_errors() -> None:
     ):
         with pytest.raises(ConfigError):
             ReActDriver(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "looping"),
+    [
+        ("It is settled, authorized by Dana Kim. " + "2023-02-20 " * 8, True),
+        ("ha" * 40, True),
+        (";" * 80, True),
+        (";" * 79, False),
+        ("| a | b | c |\n|---|---|---|\n| 1 | 2 | 3 |", False),
+        (
+            "2023-02-20 " * 3 + "and then something else entirely, written once, as prose goes on and on.",
+            False,
+        ),
+        ("The transaction id is TXN_123 and the status is settled and authorized by Dana Kim.", False),
+    ],
+)
+def test_ends_in_a_loop(text: str, looping: bool) -> None:
+    assert ends_in_a_loop(text) is looping
+
+
+async def test_an_answer_stuck_in_a_loop_is_cut() -> None:
+    answer = "Authorized by Dana Kim on " + "2023-02-20 " * 40
+    model = ScriptedModel(text_turns('{"action": "final_answer", "answer": "' + answer + '"}'), chunk_size=4)
+    parts = await run_step(model)
+    shown = "".join(p.delta for p in parts if isinstance(p, TextDelta))
+    assert shown.startswith("Authorized by Dana Kim on 2023-02-20 2023-02-20")
+    assert ends_in_a_loop(shown) and len(shown) < 26 + 11 * 9 + 4  # stopped right after the 80th char
+    assert kinds(parts)[-2:] == ["text-end", "finish"] and parts[-1].reason == "length"  # type: ignore[union-attr]

@@ -191,16 +191,17 @@ def parse_decision(
     return decision
 
 
-def calls_this_turn(history: Sequence[Message]) -> list[tuple[str, str]]:
-    """Calls made since the last user message that already have a result, oldest first.
+def calls_this_turn(history: Sequence[Message], *, whole: bool = False) -> list[tuple[str, str]]:
+    """Calls made since the last user message (``whole``: in the whole history) that already have a
+    result, oldest first, as ``(tool name, canonical args JSON)``.
 
     A small model that has just read an observation tends to ask for the same call again, forever (until
-    the loop's ``max_steps``); refusing the exact repeat, with the reason fed back, makes it answer.
+    the loop's ``max_steps``); refusing the exact repeat makes it answer.
     """
     answered: set[str] = set()
     calls: list[ToolCallPart] = []
     for message in reversed(history):
-        if message.role == "user":
+        if message.role == "user" and not whole:
             break
         answered.update(p.tool_call_id for p in message.tool_results)
         calls = message.tool_calls + calls if message.tool_calls else calls
@@ -356,8 +357,11 @@ class AnswerStreamer:
         self.id = id
         self.started = False
         self.closed = False
+        self.looping = False
+        """The answer ends in one short piece repeated over and over (see :func:`ends_in_a_loop`)."""
         self._buffer = ""
         self._gave_up = False
+        self._tail = ""
 
     def feed(self, chunk: str) -> list[ModelStreamPart]:
         if self.closed or self._gave_up:
@@ -384,7 +388,24 @@ class AnswerStreamer:
             text = json.loads(f'"{raw}"', strict=False)
         except ValueError:  # not valid JSON string content: show it rather than lose it
             text = raw
+        self._tail = (self._tail + text)[-_LOOP_WINDOW:]
+        self.looping = ends_in_a_loop(self._tail)
         return [TextDelta(id=self.id, delta=text)]
+
+
+_LOOP = re.compile(r"(.{1,60}?)\1{3,}$", re.DOTALL)
+_LOOP_MIN_CHARS = 80
+_LOOP_WINDOW = 400
+
+
+def ends_in_a_loop(text: str) -> bool:
+    """Whether ``text`` ends in one piece of at most 60 characters written at least four times in a row,
+    over at least 80 characters ("2023-02-20 2023-02-20 ..."): a small model that starts such a loop
+    never leaves it, however long it may write (a markdown table rule is shorter than that)."""
+    if len(text) < _LOOP_MIN_CHARS:
+        return False
+    match = _LOOP.search(text)
+    return match is not None and len(match.group(0)) >= _LOOP_MIN_CHARS
 
 
 def _scan_string(raw: str) -> tuple[int, bool]:

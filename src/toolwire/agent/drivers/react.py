@@ -65,8 +65,17 @@ class ReActDriver(Driver):
     ``instructions`` replaces :data:`DEFAULT_FORMAT` (how to reply); the agent's own instructions come with
     each request. ``examples`` are canonical conversations, rendered exactly like the history and placed
     before it as chat turns: measured on SmolLM2-135M, turns teach the format better than the same
-    transcript inside the system prompt. ``refuse_repeats`` rejects a call identical to one already
-    answered since the user's last message (turn it off for tools meant to be polled).
+    transcript inside the system prompt. Without ``examples`` they are generated from the step's tools
+    (``_react_examples``). ``refuse_repeats`` rejects a call identical to one already answered since the
+    user's last message (turn it off for tools meant to be polled); ``reuse_observations`` also one
+    answered earlier in the conversation (for tools whose answers do not change). A refused repeat is
+    retried with a grammar that allows only the answer.
+
+    Bounds, so that no decision runs on: ``max_calls_per_turn`` tool calls per user message (then only an
+    answer is allowed; None: no limit), ``max_decision_tokens`` per model call when the request sets no
+    ``max_tokens``, ``max_answer_chars`` per text answer (in the grammar), and ``decision_timeout``
+    seconds per step, retries included (:class:`~toolwire.errors.DecisionTimeout`; an answer already
+    being streamed stands, cut).
     """
 
     def __init__(
@@ -76,6 +85,7 @@ class ReActDriver(Driver):
         examples: Sequence[Sequence[Message]] | None = None,
         instructions: str | None = None,
         refuse_repeats: bool = True,
+        reuse_observations: bool = False,
         max_calls_per_turn: int | None = None,
         max_decision_tokens: int = 300,
         max_answer_chars: int = MAX_ANSWER_CHARS,
@@ -93,6 +103,7 @@ class ReActDriver(Driver):
         self.examples = None if examples is None else tuple(tuple(e) for e in examples)
         self.format_instructions = DEFAULT_FORMAT if instructions is None else instructions
         self.refuse_repeats = refuse_repeats
+        self.reuse_observations = reuse_observations
         self.max_calls_per_turn = max_calls_per_turn
         self.max_decision_tokens = max_decision_tokens
         self.max_answer_chars = max_answer_chars
@@ -120,6 +131,8 @@ class ReActDriver(Driver):
             output_schema_name="decision",
         )
         done = set(answered) if self.refuse_repeats else set()
+        if self.reuse_observations:
+            done.update(calls_this_turn(request.messages, whole=True))
         state = _StepState()
         deadline = None if self.decision_timeout is None else _now() + self.decision_timeout
         for attempt in range(1, self.max_retries + 2):
@@ -136,6 +149,8 @@ class ReActDriver(Driver):
                 # (of tokens or of time).
                 yield TextEnd(id=outcome.answer.id)
                 reason = "stop" if outcome.answer.closed else _reason(outcome.finish)
+                if outcome.answer.looping:
+                    reason = "length"
                 yield Finish(reason=reason, usage=state.usage)
                 return
             if outcome.timed_out:
@@ -269,6 +284,8 @@ class _Attempt:
                         if self.answer is not None:
                             for out in self.answer.feed(part.delta):
                                 yield out
+                            if self.answer.looping:
+                                break  # leaving the loop closes the stream, which stops the model
                     case Finish():
                         self.finish = part
                         state.usage = state.usage + part.usage
