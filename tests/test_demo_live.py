@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from toolwire.demo.support_desk import DEMO_QUESTIONS, build_agent, get_transaction_status
+import toolwire
+from toolwire.demo import support_desk
+from toolwire.demo.support_desk import DEMO_QUESTIONS, build_agent
 from toolwire.messages import Message, ToolCallPart, ToolResultPart
 from toolwire.store import open_store
 
@@ -43,8 +45,9 @@ async def test_two_turns_on_one_session(tmp_path: Path) -> None:
         lookups = [(e.call.tool_name, e.call.args) for e in first.tool_executions]
         assert ("get_transaction_status", {"transaction_id": "TXN_123"}) in lookups
         assert all(e.status == "ok" for e in first.tool_executions + second.tool_executions)
+        assert second.tool_executions == []  # "Who authorized it?" is answered from the stored result
         txn = next(e for e in first.tool_executions if e.call.tool_name == "get_transaction_status")
-        assert txn.result.output == get_transaction_status("TXN_123")
+        assert txn.result.output == support_desk.get_transaction_status("TXN_123")
         assert first.output and second.output
 
         history = await store.load_history(first.session_id)
@@ -58,5 +61,34 @@ async def test_two_turns_on_one_session(tmp_path: Path) -> None:
         records = await store.tool_calls(first.session_id)
         assert sorted(r.tool_call_id for r in records) == sorted(c.tool_call_id for c in stored_calls)
         assert all(r.status == "ok" for r in records)
+    finally:
+        await store.close()
+
+
+@toolwire.tool
+def get_transaction_status(transaction_id: str) -> dict[str, str]:
+    """Look up a payment transaction.
+
+    Args:
+        transaction_id: The id, like TXN_123.
+    """
+    return {"id": transaction_id, "status": "settled", "authorized_by": "Dana Kim"}
+
+
+async def test_the_readme_agent_on_the_local_model(tmp_path: Path) -> None:
+    # The README's own agent with "local" swapped in (its tool word for word);
+    # it used to fail 3 of 3 runs with DecisionExtractionFailed after writing ";;;;" into the id.
+    store = await open_store("sqlite+aiosqlite:///" + str(tmp_path / "t.db"))
+    try:
+        agent = toolwire.Agent("local", tools=[get_transaction_status], store=store)
+        first = await agent.run("What's the status of TXN_123?")
+        assert [(e.call.tool_name, e.call.args, e.status) for e in first.tool_executions] == [
+            ("get_transaction_status", {"transaction_id": "TXN_123"}, "ok")
+        ]
+        assert first.output
+        second = await agent.run("Who authorized it?", session_id=first.session_id)
+        assert second.tool_executions == []  # answered from the stored result...
+        assert "Dana Kim" in second.output  # ...which holds the name (nothing else in the prompt does)
+        assert_valid_history(await store.load_history(first.session_id))
     finally:
         await store.close()

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from toolwire.errors import (
         ConfigError,
         DecisionExtractionFailed,
+        DecisionTimeout,
         DecisionValidationFailed,
         DriverError,
         MaxStepsExceeded,
@@ -89,6 +90,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "toolwire.errors": (
         "ConfigError",
         "DecisionExtractionFailed",
+        "DecisionTimeout",
         "DecisionValidationFailed",
         "DriverError",
         "MaxStepsExceeded",
@@ -185,6 +187,7 @@ __all__ = [
     "Block",
     "ConfigError",
     "DecisionExtractionFailed",
+    "DecisionTimeout",
     "DecisionValidationFailed",
     "Denied",
     "Driver",

@@ -20,7 +20,9 @@
     │       └── MCPToolError                (toolwire.tools.mcp)
     ├── DriverError
     │   ├── DecisionExtractionFailed
-    │   └── DecisionValidationFailed
+    │   ├── DecisionValidationFailed
+    │   │   └── RepeatedCall                (toolwire.agent.drivers._react_parse)
+    │   └── DecisionTimeout
     ├── StepAborted
     ├── ResumeError (tool_call_ids)
     ├── MaxStepsExceeded
@@ -178,6 +180,10 @@ class DecisionExtractionFailed(DriverError):
 
 class DecisionValidationFailed(DriverError):
     """A decision was extracted but does not match the decision schema or names an unknown tool."""
+
+
+class DecisionTimeout(DriverError):
+    """The model did not finish a decision within the driver's time bound (its generation was stopped)."""
 
 
 class StepAborted(ToolwireError):

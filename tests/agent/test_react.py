@@ -6,9 +6,10 @@ by hand (inline, or tests/golden/react/ for the rendered prompt).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,14 @@ from hypothesis import strategies as st
 
 from toolwire.agent.agent import Agent
 from toolwire.agent.drivers._react_parse import AnswerStreamer as _AnswerStreamer
-from toolwire.agent.drivers._react_parse import decision_schema, extract_json
+from toolwire.agent.drivers._react_parse import bounded, decision_schema, ends_in_a_loop, extract_json
 from toolwire.agent.drivers.react import ReActDriver
-from toolwire.errors import ConfigError, DecisionExtractionFailed, DecisionValidationFailed
+from toolwire.errors import (
+    ConfigError,
+    DecisionExtractionFailed,
+    DecisionTimeout,
+    DecisionValidationFailed,
+)
 from toolwire.messages import (
     FilePart,
     Message,
@@ -32,7 +38,9 @@ from toolwire.messages import (
 )
 from toolwire.models.base import (
     Finish,
+    Model,
     ModelRequest,
+    ModelSettings,
     ModelStreamPart,
     StreamStart,
     TextDelta,
@@ -309,7 +317,7 @@ async def test_tool_choice_by_name_allows_only_that_tool() -> None:
     await run_step(model, tool_choice="get_refund_policy")
     schema = model.requests[0].request.output_schema or {}
     assert option_actions(schema) == ["get_refund_policy"]
-    assert schema["properties"]["args"] == POLICY.parameters
+    assert schema["properties"]["args"] == POLICY_BOUNDED
     instructions = model.requests[0].request.instructions or ""
     assert "get_transaction_status" not in instructions
 
@@ -324,6 +332,19 @@ async def test_tool_choice_errors() -> None:
 # -- schema and rendering --------------------------------------------------------------------------
 
 
+# The tools' schemas as the grammar sees them: every string, array and object bounded (pattern and enum
+# strings are bounded by themselves).
+POLICY_BOUNDED = {
+    "type": "object",
+    "properties": {
+        "transaction_state": {"type": "string", "enum": ["settled", "pending"]},
+        "currency": {"type": "string", "maxLength": 100},
+    },
+    "required": ["transaction_state"],
+    "additionalProperties": False,
+}
+
+
 def test_decision_schema_shape() -> None:
     schema = decision_schema(TOOLS, allow_final=True)
     assert schema == {
@@ -336,13 +357,16 @@ def test_decision_schema_shape() -> None:
             },
             {
                 "type": "object",
-                "properties": {"action": {"const": "get_refund_policy"}, "args": POLICY.parameters},
+                "properties": {"action": {"const": "get_refund_policy"}, "args": POLICY_BOUNDED},
                 "required": ["action", "args"],
                 "additionalProperties": False,
             },
             {
                 "type": "object",
-                "properties": {"action": {"const": "final_answer"}, "answer": {"type": "string"}},
+                "properties": {
+                    "action": {"const": "final_answer"},
+                    "answer": {"type": "string", "maxLength": 1200},
+                },
                 "required": ["action", "answer"],
                 "additionalProperties": False,
             },
@@ -362,11 +386,18 @@ def test_decision_schema_hoists_defs_per_tool() -> None:
         },
     )
     schema = decision_schema([tool], allow_final=False)
-    assert schema["$defs"] == {"ship__Address": address}
+    assert schema["$defs"] == {
+        "ship__Address": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 100}},
+            "additionalProperties": False,
+        }
+    }
     assert schema["properties"]["args"] == {
         "type": "object",
         "properties": {"to": {"$ref": "#/$defs/ship__Address"}},
         "required": ["to"],
+        "additionalProperties": False,
     }
 
 
@@ -536,6 +567,20 @@ async def test_agent_runs_the_react_loop() -> None:
     assert second[-2].text == '{"action": "lookup", "args": {"transaction_id": "TXN_9"}}'
 
 
+async def test_reused_observations_refuse_a_call_answered_in_an_earlier_turn() -> None:
+    repeat = '{"action": "get_transaction_status", "args": {"transaction_id": "TXN_1"}}'
+    history = [*turn_with_lookup("c1", "Status of TXN_1?"), Message.user("Who authorized it?")]
+    model = ScriptedModel(text_turns(repeat, '{"action": "final_answer", "answer": "Dana"}'))
+    driver = ReActDriver(examples=(), reuse_observations=True)
+    parts = await run_step(model, driver=driver, messages=history)
+    assert "".join(p.delta for p in parts if isinstance(p, TextDelta)) == "Dana"
+    assert option_actions(model.requests[1].request.output_schema or {}) == ["final_answer"]
+    # Other arguments are a new question: allowed.
+    other = '{"action": "get_transaction_status", "args": {"transaction_id": "TXN_2"}}'
+    parts = await run_step(ScriptedModel(text_turns(other)), driver=driver, messages=history)
+    assert parts[-1].reason == "tool-calls"  # type: ignore[union-attr]
+
+
 async def test_stream_start_is_sent_once_per_step() -> None:
     model = ScriptedModel(text_turns("junk", '{"action": "final_answer", "answer": "x"}'))
     parts = await run_step(model)
@@ -585,3 +630,178 @@ async def test_calls_of_earlier_turns_may_be_repeated() -> None:
         ScriptedModel(text_turns(repeat)), driver=driver, messages=turn_with_lookup("c1", "Poll")
     )
     assert parts[-1].reason == "tool-calls"  # type: ignore[union-attr]
+
+
+# -- bounds: what keeps a small model from running on ---------------------------------------------
+
+
+def test_bounded_limits_strings_arrays_and_objects_only_where_unbounded() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "type": {"type": "string"},  # a parameter named like a keyword
+            "tags": {"type": "array", "items": {"type": "string", "maxLength": 5}},
+            "kind": {"type": "string", "enum": ["a", "b"]},
+            "code": {"type": "string", "pattern": "^X[0-9]+$"},
+            "few": {"type": "array", "items": {"type": ["string", "null"]}, "maxItems": 2},
+            "any": {"type": "object", "additionalProperties": {"type": "integer"}},
+        },
+    }
+    assert bounded(schema) == {
+        "type": "object",
+        "properties": {
+            "type": {"type": "string", "maxLength": 100},
+            "tags": {"type": "array", "items": {"type": "string", "maxLength": 5}, "maxItems": 16},
+            "kind": {"type": "string", "enum": ["a", "b"]},
+            "code": {"type": "string", "pattern": "^X[0-9]+$"},
+            "few": {"type": "array", "items": {"type": ["string", "null"], "maxLength": 100}, "maxItems": 2},
+            "any": {"type": "object", "additionalProperties": {"type": "integer"}},
+        },
+        "additionalProperties": False,
+    }
+
+
+async def test_decisions_get_a_token_budget_unless_one_is_set() -> None:
+    answer = '{"action": "final_answer", "answer": "ok"}'
+    model = ScriptedModel(text_turns(answer, answer))
+    await run_step(model, driver=ReActDriver(examples=(), max_decision_tokens=77))
+    assert model.requests[0].request.settings.max_tokens == 77
+    request = ModelRequest(
+        messages=[Message.user("hi")], tools=list(TOOLS), settings=ModelSettings(max_tokens=500)
+    )
+    _ = [p async for p in ReActDriver(examples=()).stream_step(model, request)]
+    assert model.requests[1].request.settings.max_tokens == 500
+
+
+async def test_the_answer_string_is_bounded() -> None:
+    model = ScriptedModel(text_turns('{"action": "final_answer", "answer": "ok"}'))
+    await run_step(model, driver=ReActDriver(examples=(), max_answer_chars=40))
+    schema = model.requests[0].request.output_schema or {}
+    final = next(o for o in schema["anyOf"] if o["properties"]["action"]["const"] == "final_answer")
+    assert final["properties"]["answer"] == {"type": "string", "maxLength": 40}
+
+
+async def test_spent_call_budget_leaves_only_the_answer_but_the_same_prompt() -> None:
+    lookup = '{"action": "get_transaction_status", "args": {"transaction_id": "TXN_1"}}'
+    model = ScriptedModel(text_turns(lookup, '{"action": "final_answer", "answer": "settled"}'))
+    driver = ReActDriver(max_calls_per_turn=1)
+    first = await run_step(model, driver=driver)
+    assert first[-1].reason == "tool-calls"  # type: ignore[union-attr]
+    parts = await run_step(
+        model, driver=driver, messages=turn_with_lookup("c1", "What's the status of TXN_1?")
+    )
+    assert "".join(p.delta for p in parts if isinstance(p, TextDelta)) == "settled"
+    before, after = (r.request for r in model.requests)
+    assert option_actions(before.output_schema or {}) == [
+        "get_transaction_status",
+        "get_refund_policy",
+        "final_answer",
+    ]
+    assert option_actions(after.output_schema or {}) == ["final_answer"]
+    # The catalog and the examples stay: the model reads the same text before its history each step.
+    assert after.instructions == before.instructions
+    examples = len(before.messages) - 1
+    assert [m.text for m in after.messages[:examples]] == [m.text for m in before.messages[:examples]]
+    # A new user message starts a new budget.
+    history = [*turn_with_lookup("c1", "Status of TXN_1?"), Message.user("And TXN_2?")]
+    model = ScriptedModel(text_turns(lookup))
+    await run_step(model, driver=driver, messages=history)
+    assert "get_transaction_status" in option_actions(model.requests[0].request.output_schema or {})
+
+
+async def test_no_call_budget_by_default_but_the_local_model_asks_for_one() -> None:
+    assert ReActDriver().max_calls_per_turn is None
+    agent = Agent(ScriptedModel([]), tools=[])
+    assert agent.driver.__class__.__name__ == "NativeToolDriver"
+
+    class NoTools(ScriptedModel):
+        supports_tools = False
+        tool_calls_per_turn = 1
+
+    driver = Agent(NoTools([]), tools=[]).driver
+    assert isinstance(driver, ReActDriver) and driver.max_calls_per_turn == 1
+
+
+async def test_repeated_call_is_retried_with_an_answer_only_grammar() -> None:
+    repeat = '{"action": "get_transaction_status", "args": {"transaction_id": "TXN_1"}}'
+    model = ScriptedModel(text_turns(repeat, '{"action": "final_answer", "answer": "ok"}'))
+    await run_step(model, messages=turn_with_lookup("c1", "Status of TXN_1?"))
+    first, retry = (r.request for r in model.requests)
+    assert "get_transaction_status" in option_actions(first.output_schema or {})
+    assert option_actions(retry.output_schema or {}) == ["final_answer"]
+
+
+class StallingModel(Model):
+    """Starts a reply and then never sends another part, like a model stuck on an overloaded CPU."""
+
+    supports_tools = False
+
+    def __init__(self, first: str) -> None:
+        self.first = first
+        self.closed = asyncio.Event()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
+        try:
+            yield StreamStart()
+            yield TextStart(id="t")
+            yield TextDelta(id="t", delta=self.first)
+            await asyncio.Event().wait()
+        finally:
+            self.closed.set()
+
+
+async def test_a_decision_past_its_time_bound_is_stopped_and_raises() -> None:
+    model = StallingModel('{"action": "get_transaction_status", "args": {"transaction_id": "TX')
+    driver = ReActDriver(examples=(), decision_timeout=0.2)
+    with pytest.raises(DecisionTimeout) as caught:
+        await run_step(model, driver=driver)  # type: ignore[arg-type]
+    assert caught.value.raw_output.startswith('{"action": "get_transaction_status"')
+    assert model.closed.is_set()  # the model's stream was closed, so a local model stops generating
+
+
+async def test_an_answer_cut_by_the_time_bound_stands() -> None:
+    model = StallingModel('{"action": "final_answer", "answer": "TXN_1 is sett')
+    parts = await run_step(model, driver=ReActDriver(examples=(), decision_timeout=0.2))  # type: ignore[arg-type]
+    assert "".join(p.delta for p in parts if isinstance(p, TextDelta)) == "TXN_1 is sett"
+    assert kinds(parts)[-2:] == ["text-end", "finish"] and parts[-1].reason == "other"  # type: ignore[union-attr]
+    assert model.closed.is_set()
+
+
+def test_bad_limits_are_config_errors() -> None:
+    for kwargs in (
+        {"max_calls_per_turn": 0},
+        {"max_decision_tokens": 0},
+        {"max_answer_chars": 0},
+        {"decision_timeout": 0},
+    ):
+        with pytest.raises(ConfigError):
+            ReActDriver(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "looping"),
+    [
+        ("It is settled, authorized by Dana Kim. " + "2023-02-20 " * 8, True),
+        ("ha" * 40, True),
+        (";" * 80, True),
+        (";" * 79, False),
+        ("| a | b | c |\n|---|---|---|\n| 1 | 2 | 3 |", False),
+        (
+            "2023-02-20 " * 3 + "and then something else entirely, written once, as prose goes on and on.",
+            False,
+        ),
+        ("The transaction id is TXN_123 and the status is settled and authorized by Dana Kim.", False),
+    ],
+)
+def test_ends_in_a_loop(text: str, looping: bool) -> None:
+    assert ends_in_a_loop(text) is looping
+
+
+async def test_an_answer_stuck_in_a_loop_is_cut() -> None:
+    answer = "Authorized by Dana Kim on " + "2023-02-20 " * 40
+    model = ScriptedModel(text_turns('{"action": "final_answer", "answer": "' + answer + '"}'), chunk_size=4)
+    parts = await run_step(model)
+    shown = "".join(p.delta for p in parts if isinstance(p, TextDelta))
+    assert shown.startswith("Authorized by Dana Kim on 2023-02-20 2023-02-20")
+    assert ends_in_a_loop(shown) and len(shown) < 26 + 11 * 9 + 4  # stopped right after the 80th char
+    assert kinds(parts)[-2:] == ["text-end", "finish"] and parts[-1].reason == "length"  # type: ignore[union-attr]

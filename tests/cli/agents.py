@@ -31,3 +31,19 @@ def approving() -> Agent[None]:
     from toolwire import tool
 
     return Agent(ScriptedModel([]), tools=[tool(refund, requires_approval=True)], name="approving")
+
+
+class _SlowToAnswer(ScriptedModel):
+    """Waits a second before it streams each scripted turn, like a model deciding on a slow CPU."""
+
+    async def stream(self, request: Any) -> Any:
+        await asyncio.sleep(1.0)
+        async for part in super().stream(request):
+            yield part
+
+
+def thinking() -> Agent[None]:
+    """An agent whose model takes a second to answer (the CLI shows a spinner meanwhile)."""
+    from toolwire.messages import TextPart
+
+    return Agent(_SlowToAnswer([[TextPart(text="Done thinking.")]]), name="thinking")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from toolwire.agent.drivers._react_parse import decision_schema
 from toolwire.errors import ConfigError, ProviderError
 from toolwire.messages import FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from toolwire.models._builder import collect
@@ -26,7 +27,7 @@ from toolwire.models.base import (
     TextDelta,
     ToolDefinition,
 )
-from toolwire.models.local import LocalModel, default_model_path
+from toolwire.models.local import LocalModel, default_model_path, schema_gbnf
 
 live = pytest.mark.live
 
@@ -92,6 +93,63 @@ async def test_constrained_json_answer_streams_and_parses() -> None:
     assert finish.usage.input_tokens > 10 and finish.usage.requests == 1
     # The end-of-turn token is not counted: the text has at least as many tokens as reported.
     assert 0 < finish.usage.output_tokens <= len("".join(deltas))
+
+
+def test_grammar_spells_bounds_as_gbnf_repetitions_and_fixes_whitespace() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "ids": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 3},
+            "note": {"type": "string", "minLength": 1, "maxLength": 1200},
+        },
+        "required": ["ids", "note"],
+        "additionalProperties": False,
+    }
+    rules = dict(line.split(" ::= ", 1) for line in schema_gbnf(json.dumps(schema)).splitlines())
+    assert rules["root"] == '"{" space ids-kv ", " note-kv "}" space'
+    assert rules["ids"] == '"[" space (ids-item (", " ids-item){0,2})? "]" space'
+    assert rules["ids-item"] == '"\\"" char{0,3} "\\"" space'
+    assert rules["note"] == '"\\"" char char{0,1199} "\\"" space'
+    assert rules["ids-kv"] == '"\\"ids\\"" space ": " ids'
+    assert rules["space"] == '""'
+
+
+@live
+async def test_a_long_bound_in_a_many_tool_grammar_still_constrains() -> None:
+    # llama.cpp refuses the converter's nested spelling of such bounds ("exceeds sane defaults"); the
+    # process then crashed with a segmentation fault on the first sampled token.
+    tools = [
+        ToolDefinition(
+            name=f"tool_{i}",
+            parameters={"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+        )
+        for i in range(4)
+    ]
+    schema = decision_schema(tools, allow_final=True, max_answer_chars=1200)
+    request = ModelRequest(
+        messages=STORY.messages, output_schema=schema, settings=ModelSettings(max_tokens=60)
+    )
+    response = await collect(LocalModel(), request)
+    text = response.message.text
+    assert text.startswith('{"action": "'), text
+    value = json.loads(text) if response.finish_reason == "stop" else None
+    assert value is None or value["action"] in {"final_answer", "tool_0", "tool_1", "tool_2", "tool_3"}
+
+
+@live
+async def test_a_string_bound_ends_the_string() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"type": "string", "maxLength": 12}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+    request = ModelRequest(
+        messages=STORY.messages, output_schema=schema, settings=ModelSettings(max_tokens=60)
+    )
+    response = await collect(LocalModel(), request)
+    value = json.loads(response.message.text)
+    assert response.finish_reason == "stop" and 0 <= len(value["answer"]) <= 12
 
 
 @live

@@ -398,4 +398,6 @@ class Agent(Generic[DepsT, OutputT]):
 
 
 def _default_driver(model: Model) -> Driver:
-    return NativeToolDriver() if model.supports_tools else ReActDriver()
+    if model.supports_tools:
+        return NativeToolDriver()
+    return ReActDriver(max_calls_per_turn=model.tool_calls_per_turn)

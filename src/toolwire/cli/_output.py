@@ -11,6 +11,7 @@ import json
 import signal
 import time
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 
 from rich.console import Console
 from rich.status import Status
@@ -22,6 +23,7 @@ from toolwire.events import (
     InteractionEnd,
     MediaEvent,
     ReasoningDeltaEvent,
+    StepStart,
     SystemMessageEvent,
     TextDeltaEvent,
     TextEndEvent,
@@ -72,8 +74,16 @@ def _mark(is_error: bool) -> tuple[str, str]:
     return ("✗", "red") if is_error else ("✓", "green")
 
 
+def loading(what: str) -> AbstractContextManager[object]:
+    """A spinner on stdout while something slow starts (the embedded model's weights), on a terminal only:
+    piped output stays the answer alone."""
+    return console.status(Text(what), spinner="dots") if console.is_terminal else nullcontext()
+
+
 class EventPrinter:
-    """Renders agent events live: streamed text, tool calls with their progress, a spinner while tools run.
+    """Renders agent events live: streamed text, tool calls with their progress, a spinner while the model
+    decides (until its first text or tool call of the step) and while tools run. Spinners only on a
+    terminal.
 
     The run's own :class:`ErrorEvent` is not printed: the run raises the same error right after it, and
     the command prints that once, on stderr. A sub-agent's failure shows as its tool call's result.
@@ -89,6 +99,8 @@ class EventPrinter:
         self.progress: dict[tuple[str, str], str] = {}
         self.depth: dict[str, int] = {}
         self.at_line_start = True
+        self.thinking_since: float | None = None
+        """When the model started a step that has shown nothing yet."""
 
     def _indent(self, event: AgentEvent) -> str:
         parent = event.parent_session_id
@@ -105,20 +117,34 @@ class EventPrinter:
         self._newline()
         self.out.print(Text.assemble(indent, *pieces), soft_wrap=True)
 
+    def _stop_thinking_on(self, event: AgentEvent) -> None:
+        if self.thinking_since is not None and not isinstance(event, ToolCallHeartbeat | StepStart):
+            self._think(False)  # the model has shown something (or the step ended): the spinner goes
+
+    def _think(self, started: bool) -> None:
+        if started and not self.out.is_terminal:
+            return
+        self.thinking_since = time.time() if started else None
+        self._update_status()
+
     def _update_status(self) -> None:
-        if not self.running:
+        if not self.running and self.thinking_since is None:
             if self.status is not None:
                 self.status.stop()
                 self.status = None
             return
         now = time.time()
-        text = Text(
-            "running "
-            + ", ".join(
-                f"{name} ({now - started:.1f}s)" + (f": {self.progress[key]}" if key in self.progress else "")
-                for key, (name, started) in self.running.items()
+        if self.running:
+            text = Text(
+                "running "
+                + ", ".join(
+                    f"{name} ({now - started:.1f}s)"
+                    + (f": {self.progress[key]}" if key in self.progress else "")
+                    for key, (name, started) in self.running.items()
+                )
             )
-        )
+        else:
+            text = Text("thinking…")
         if self.status is None:
             self.status = self.out.status(text, spinner="dots")
             self.status.start()
@@ -127,13 +153,13 @@ class EventPrinter:
 
     def __call__(self, event: AgentEvent) -> None:
         indent = self._indent(event)
+        self._stop_thinking_on(event)
         match event:
+            case StepStart():
+                self._think(True)
             case TextDeltaEvent():
-                if self.at_line_start:
-                    self.out.out(indent, end="")
-                self.out.out(event.delta, end="")
-                self.at_line_start = event.delta.endswith("\n")
-            case TextEndEvent():
+                self._show_text(indent, event.delta)
+            case TextEndEvent() | InteractionEnd():
                 self._newline()
             case ReasoningDeltaEvent():
                 self.out.out(event.delta, style=DIM, end="")
@@ -150,21 +176,7 @@ class EventPrinter:
             case ToolCallHeartbeat():
                 self._update_status()
             case ToolCallComplete():
-                key = (event.session_id, event.tool_call_id)
-                self.running.pop(key, None)
-                self.progress.pop(key, None)
-                self._update_status()
-                output = (
-                    event.output if isinstance(event.output, str) else json.dumps(event.output, default=str)
-                )
-                self._line(
-                    indent,
-                    _mark(event.is_error),
-                    " ",
-                    event.tool_name,
-                    f" → {clip(output, 300)} ",
-                    (f"({event.duration:.2f}s)", DIM),
-                )
+                self._show_result(indent, event)
             case SystemMessageEvent():
                 self._line(indent, (f"{event.level}: ", "yellow"), (event.text, "yellow"))
             case MediaEvent():
@@ -174,10 +186,29 @@ class EventPrinter:
             case ErrorEvent():
                 if event.session_id == self.session_id:
                     self.error = event.message
-            case InteractionEnd():
-                self._newline()
             case _:
                 pass
+
+    def _show_text(self, indent: str, delta: str) -> None:
+        if self.at_line_start:
+            self.out.out(indent, end="")
+        self.out.out(delta, end="")
+        self.at_line_start = delta.endswith("\n")
+
+    def _show_result(self, indent: str, event: ToolCallComplete) -> None:
+        key = (event.session_id, event.tool_call_id)
+        self.running.pop(key, None)
+        self.progress.pop(key, None)
+        self._update_status()
+        output = event.output if isinstance(event.output, str) else json.dumps(event.output, default=str)
+        self._line(
+            indent,
+            _mark(event.is_error),
+            " ",
+            event.tool_name,
+            f" → {clip(output, 300)} ",
+            (f"({event.duration:.2f}s)", DIM),
+        )
 
     def _show_progress(self, indent: str, event: ToolProgress) -> None:
         key = (event.session_id, event.tool_call_id)

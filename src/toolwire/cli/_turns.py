@@ -12,7 +12,7 @@ from rich.text import Text
 
 from toolwire.agent.agent import Agent
 from toolwire.agent.loop import AgentRun
-from toolwire.cli._output import EventPrinter, console, print_note
+from toolwire.cli._output import EventPrinter, console, loading, print_note
 from toolwire.errors import MissingExtraError, ToolwireError
 from toolwire.store import DEFAULT_URL, Store, open_store
 
@@ -25,16 +25,18 @@ async def build_agent(args: argparse.Namespace) -> tuple[Agent[Any, Any], Store]
     from toolwire.models import infer_model
 
     # Everything that can be refused without the store comes first: a bad model or agent creates no file.
-    model = infer_model(args.model) if args.model else None
     ref = getattr(args, "agent", None) or getattr(args, "agent_ref", None)
-    loaded = _load_agent(ref) if ref else None
+    with loading("loading the model…"):  # the embedded model imports llama.cpp and finds its weights
+        model = infer_model(args.model) if args.model else None
+        loaded = _load_agent(ref) if ref else None
     store = await open_store(args.store or DEFAULT_URL)
     try:
         if loaded is not None:
             return loaded.override(model=model, store=store), store
         from toolwire.demo.support_desk import build_agent as build_demo
 
-        return build_demo(model=model, store=store), store
+        with loading("loading the model…"):
+            return build_demo(model=model, store=store), store
     except BaseException:
         await store.close()
         raise

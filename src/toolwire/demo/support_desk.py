@@ -133,7 +133,13 @@ def build_agent(model: Model | None = None, store: Store | str | None = None) ->
         # A mild repetition penalty stops the 135M model looping inside long answers (measured: fewer
         # runaway answers, same tool choices); 200 tokens is plenty for "one or two short sentences".
         settings = ModelSettings(max_tokens=200, extra={"repeat_penalty": 1.1})
-    driver = None if model.supports_tools else ReActDriver(examples=EXAMPLES)
+    driver = None
+    if not model.supports_tools:
+        # The data set does not change while the demo runs, so a follow-up ("Who authorized it?") is
+        # answered from the stored observation: the same lookup again is refused by grammar.
+        driver = ReActDriver(
+            examples=EXAMPLES, max_calls_per_turn=model.tool_calls_per_turn, reuse_observations=True
+        )
     return Agent(
         model,
         tools=TOOLS,

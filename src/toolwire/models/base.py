@@ -261,6 +261,9 @@ class Model(ABC):
     model_name: str = "unknown"
     supports_tools: bool = True
     """False for models driven by the ReAct driver (no native function calling)."""
+    tool_calls_per_turn: int | None = None
+    """For a model driven by the ReAct driver: how many tool calls one user turn may make before only an
+    answer is allowed (the default driver's ``max_calls_per_turn``); None: no limit."""
     supports_native_output: bool = False
     """True when ``request.output_schema`` is enforced by the provider (JSON schema structured output)."""
 

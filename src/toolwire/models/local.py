@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import importlib.resources
 import json
+import re
 import threading
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ from toolwire.models.base import (
 
 try:
     import llama_cpp
-    from llama_cpp.llama_grammar import LlamaGrammar
+    from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise MissingExtraError("local", "the embedded local model", missing=exc.name) from exc
 
@@ -109,10 +110,18 @@ class _TokenCounter:
 
 
 class LocalModel(Model):
-    """SmolLM2-135M-Instruct (or any chat GGUF) on the CPU through llama-cpp-python."""
+    """SmolLM2-135M-Instruct (or any chat GGUF) on the CPU through llama-cpp-python.
+
+    One thread by default: llama.cpp's threads wait for each other by spinning, and on a busy machine
+    (measured: 2 cores, load average 9) 100 tokens took 2.7-10.8 s with 2 threads and 1.1-1.2 s with
+    one; prompt reading 4.2-5.6 s against 1.6-2.1 s for 322 tokens. A 135M model is not compute-bound.
+    """
 
     provider = "local"
     supports_tools = False
+    tool_calls_per_turn = 1
+    """A 135M model chains calls instead of answering (it fed each sum back into ``add`` until
+    ``max_steps``, or called every tool in turn): one call, then the answer."""
 
     _instances: ClassVar[dict[tuple[str, int], tuple[Any, threading.Lock]]] = {}
     _instances_lock: ClassVar[threading.Lock] = threading.Lock()
@@ -121,7 +130,7 @@ class LocalModel(Model):
         self,
         model_path: str | Path | None = None,
         *,
-        n_threads: int = 2,
+        n_threads: int = 1,
         n_ctx: int = 4096,
         seed: int = 0,
         temperature: float = 0.0,
@@ -295,13 +304,55 @@ def _grammar(schema: dict[str, Any]) -> Any:
     grammar = _grammar_cache.get(key)
     if grammar is None:
         try:
-            grammar = LlamaGrammar.from_json_schema(key, verbose=False)
+            grammar = LlamaGrammar.from_string(schema_gbnf(key), verbose=False)
         except Exception as exc:  # the converter raises bare exceptions for unsupported keywords
             raise ConfigError(f"the local model cannot turn the output schema into a grammar: {exc}") from exc
         if len(_grammar_cache) > 64:
             _grammar_cache.clear()
         _grammar_cache[key] = grammar
     return grammar
+
+
+def schema_gbnf(schema_json: str) -> str:
+    """The GBNF grammar llama.cpp is given for a JSON schema: llama-cpp-python's converter, with bounded
+    repetitions spelled so llama.cpp accepts them and whitespace fixed as ``json.dumps`` writes it."""
+    return _canonical_spacing(compact_repetitions(json_schema_to_gbnf(schema_json)))
+
+
+_PLAIN_REPEAT = re.compile(r"\((?P<x>[\w-]+)(?P<more>(?: \((?P=x))*)\)\?(?P<close>(?:\)\?)*)")
+_SEPARATED_REPEAT = re.compile(r'\((?P<x>[\w-]+) (?P<more>(?:\("," space (?P=x) ?)+)(?P<close>(?:\)\?)+)\)\?')
+
+
+def compact_repetitions(gbnf: str) -> str:
+    """llama-cpp-python's schema converter spells ``maxLength: 3`` as ``(char (char (char)?)?)?``; llama.cpp's
+    grammar parser refuses such nests in a grammar of several tools ("exceeds sane defaults"), after which
+    sampling crashed the process (segmentation fault, llama-cpp-python 0.3.36). The same bound as GBNF's own ``char{0,3}`` parses at any length (and
+    ``maxItems`` likewise, as ``(item ("," space item){0,2})?``)."""
+
+    def plain(match: re.Match[str]) -> str:
+        opened = 1 + match["more"].count("(")
+        if opened != 1 + match["close"].count(")?"):
+            return match[0]
+        return f"{match['x']}{{0,{opened}}}"
+
+    def separated(match: re.Match[str]) -> str:
+        opened = match["more"].count("(")
+        if opened != match["close"].count(")?"):
+            return match[0]
+        return f'({match["x"]} ("," space {match["x"]}){{0,{opened}}})?'
+
+    return _PLAIN_REPEAT.sub(plain, _SEPARATED_REPEAT.sub(separated, gbnf))
+
+
+_SPACE_RULE = re.compile(r"^space ::= .*$", re.MULTILINE)
+
+
+def _canonical_spacing(gbnf: str) -> str:
+    """Whitespace exactly as ``json.dumps`` writes it (``{"a": 1, "b": [2, 3]}``), which is how the ReAct
+    prompt renders every decision: the converter's optional space anywhere let SmolLM2-135M drift into
+    ``{ "action" :"final_answer"`` and then into garbage."""
+    gbnf = gbnf.replace('"," space', '", "').replace('":" space', '": "')
+    return _SPACE_RULE.sub('space ::= ""', gbnf)
 
 
 def _to_chat_messages(instructions: str | None, messages: Sequence[Message]) -> list[dict[str, str]]:

@@ -31,6 +31,13 @@ from toolwire.models.base import (
 FINAL_ANSWER = "final_answer"
 """The ``action`` value that ends the step with an answer instead of a tool call."""
 
+MAX_ARG_CHARS = 100
+"""Length bound of a string argument whose schema sets none (in the decision grammar only)."""
+MAX_ARG_ITEMS = 16
+"""Length bound of an array argument whose schema sets none (in the decision grammar only)."""
+MAX_ANSWER_CHARS = 1200
+"""Length bound of a text final answer."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolDecision:
@@ -50,21 +57,34 @@ class FinalAnswer:
 Decision = ToolDecision | FinalAnswer
 
 
+class RepeatedCall(DecisionValidationFailed):
+    """The decision repeats a call already answered in this turn (the driver then allows only an answer)."""
+
+
 def decision_schema(
-    tools: Sequence[ToolDefinition], *, allow_final: bool, answer_schema: dict[str, Any] | None = None
+    tools: Sequence[ToolDefinition],
+    *,
+    allow_final: bool,
+    answer_schema: dict[str, Any] | None = None,
+    max_answer_chars: int = MAX_ANSWER_CHARS,
 ) -> dict[str, Any]:
     """JSON schema of one decision: an object per tool with a ``const`` action, or a final answer.
 
     One ``action`` key for every choice (rather than ``{"tool": ...}`` beside ``{"final_answer": ...}``)
     matters for small models: the choice is made on the tool name itself, right after the question that
     mentions it. With separate keys SmolLM2-135M chose ``final_answer`` for 8 of 8 lookup questions.
+
+    Every string, array and object of the arguments is bounded (:func:`bounded`) and the answer string is
+    at most ``max_answer_chars`` long, so a grammar built from this schema always reaches the closing brace:
+    a model stuck repeating one character (SmolLM2-135M wrote ``";;;;"`` into a transaction id until its
+    token budget ran out) is forced to close the string and the object.
     """
     if any(t.name == FINAL_ANSWER for t in tools):
         raise ConfigError(f"a tool named {FINAL_ANSWER!r} clashes with the ReAct answer action")
     defs: dict[str, Any] = {}
     options: list[dict[str, Any]] = []
     for tool in tools:
-        args = _hoist_defs(tool.parameters, prefix=f"{tool.name}__", into=defs)
+        args = _hoist_defs(bounded(tool.parameters), prefix=f"{tool.name}__", into=defs)
         options.append(
             {
                 "type": "object",
@@ -75,7 +95,9 @@ def decision_schema(
         )
     if allow_final:
         answer = (
-            _hoist_defs(answer_schema, prefix="answer__", into=defs) if answer_schema else {"type": "string"}
+            _hoist_defs(answer_schema, prefix="answer__", into=defs)
+            if answer_schema
+            else {"type": "string", "maxLength": max_answer_chars}
         )
         options.append(
             {
@@ -89,6 +111,31 @@ def decision_schema(
     if defs:
         schema = {**schema, "$defs": defs}
     return schema
+
+
+def bounded(schema: Any) -> Any:
+    """``schema`` with a length bound on every string and array that has none (``MAX_ARG_CHARS``,
+    ``MAX_ARG_ITEMS``) and ``additionalProperties: false`` on every object that allows any extra key, so
+    that a grammar built from it has a finite longest sentence. Only the grammar sees the bounds: the
+    executor still validates arguments against the tool's own schema."""
+    if isinstance(schema, list):
+        return [bounded(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {
+        k: bounded(v) if k not in ("const", "enum", "default", "examples") else v for k, v in schema.items()
+    }
+    declared = out.get("type")
+    kinds = (
+        set(declared) if isinstance(declared, list) else {declared} if isinstance(declared, str) else set()
+    )
+    if "string" in kinds and "maxLength" not in out and "pattern" not in out and "enum" not in out:
+        out["maxLength"] = MAX_ARG_CHARS
+    if "array" in kinds and "maxItems" not in out:
+        out["maxItems"] = MAX_ARG_ITEMS
+    if "object" in kinds and out.get("additionalProperties", True) is True and "properties" in out:
+        out["additionalProperties"] = False
+    return out
 
 
 def _hoist_defs(schema: dict[str, Any], *, prefix: str, into: dict[str, Any]) -> dict[str, Any]:
@@ -136,7 +183,7 @@ def parse_decision(
     if decision is None:
         raise DecisionValidationFailed(problem, raw_output=text, attempts=1)
     if isinstance(decision, ToolDecision) and _call_key(decision.tool_name, decision.args) in done:
-        raise DecisionValidationFailed(
+        raise RepeatedCall(
             f"{decision.tool_name} was already called with these arguments; use its observation above",
             raw_output=text,
             attempts=1,
@@ -144,20 +191,21 @@ def parse_decision(
     return decision
 
 
-def calls_this_turn(history: Sequence[Message]) -> set[tuple[str, str]]:
-    """Calls made since the last user message that already have a result.
+def calls_this_turn(history: Sequence[Message], *, whole: bool = False) -> list[tuple[str, str]]:
+    """Calls made since the last user message (``whole``: in the whole history) that already have a
+    result, oldest first, as ``(tool name, canonical args JSON)``.
 
     A small model that has just read an observation tends to ask for the same call again, forever (until
-    the loop's ``max_steps``); refusing the exact repeat, with the reason fed back, makes it answer.
+    the loop's ``max_steps``); refusing the exact repeat makes it answer.
     """
     answered: set[str] = set()
     calls: list[ToolCallPart] = []
     for message in reversed(history):
-        if message.role == "user":
+        if message.role == "user" and not whole:
             break
         answered.update(p.tool_call_id for p in message.tool_results)
-        calls += message.tool_calls
-    return {_call_key(c.tool_name, c.args) for c in calls if c.tool_call_id in answered}
+        calls = message.tool_calls + calls if message.tool_calls else calls
+    return [_call_key(c.tool_name, c.args) for c in calls if c.tool_call_id in answered]
 
 
 def _call_key(name: str, args: dict[str, Any]) -> tuple[str, str]:
@@ -309,8 +357,11 @@ class AnswerStreamer:
         self.id = id
         self.started = False
         self.closed = False
+        self.looping = False
+        """The answer ends in one short piece repeated over and over (see :func:`ends_in_a_loop`)."""
         self._buffer = ""
         self._gave_up = False
+        self._tail = ""
 
     def feed(self, chunk: str) -> list[ModelStreamPart]:
         if self.closed or self._gave_up:
@@ -337,7 +388,24 @@ class AnswerStreamer:
             text = json.loads(f'"{raw}"', strict=False)
         except ValueError:  # not valid JSON string content: show it rather than lose it
             text = raw
+        self._tail = (self._tail + text)[-_LOOP_WINDOW:]
+        self.looping = ends_in_a_loop(self._tail)
         return [TextDelta(id=self.id, delta=text)]
+
+
+_LOOP = re.compile(r"(.{1,60}?)\1{3,}$", re.DOTALL)
+_LOOP_MIN_CHARS = 80
+_LOOP_WINDOW = 400
+
+
+def ends_in_a_loop(text: str) -> bool:
+    """Whether ``text`` ends in one piece of at most 60 characters written at least four times in a row,
+    over at least 80 characters ("2023-02-20 2023-02-20 ..."): a small model that starts such a loop
+    never leaves it, however long it may write (a markdown table rule is shorter than that)."""
+    if len(text) < _LOOP_MIN_CHARS:
+        return False
+    match = _LOOP.search(text)
+    return match is not None and len(match.group(0)) >= _LOOP_MIN_CHARS
 
 
 def _scan_string(raw: str) -> tuple[int, bool]:

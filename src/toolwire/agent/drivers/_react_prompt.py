@@ -40,7 +40,8 @@ DEFAULT_EXAMPLES: tuple[tuple[Message, ...], ...] = (
         Message(role="assistant", parts=(TextPart(text="It is 4 °C in Oslo."),)),
     ),
 )
-"""Used when the driver gets no examples; the tool is fictitious, the pattern is what matters."""
+"""A fixed example (a fictitious tool: the pattern is what matters) for hand-made example sets such as the
+demo's; without ``examples`` the driver generates them from the agent's own tools (``_react_examples``)."""
 
 
 def system_prompt(

@@ -14,15 +14,19 @@ answer becomes text, streamed while the model is still generating it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolwire.agent.drivers import Driver
+from toolwire.agent.drivers._react_examples import generated_examples
 from toolwire.agent.drivers._react_parse import (
+    MAX_ANSWER_CHARS,
     AnswerStreamer,
     FinalAnswer,
+    RepeatedCall,
     calls_this_turn,
     decision_parts,
     decision_schema,
@@ -34,7 +38,7 @@ from toolwire.agent.drivers._react_prompt import (
     render_history,
     system_prompt,
 )
-from toolwire.errors import ConfigError, DriverError
+from toolwire.errors import ConfigError, DecisionTimeout, DriverError
 from toolwire.messages import Message, TextPart, Usage
 from toolwire.models._builder import closing
 from toolwire.models.base import (
@@ -61,8 +65,17 @@ class ReActDriver(Driver):
     ``instructions`` replaces :data:`DEFAULT_FORMAT` (how to reply); the agent's own instructions come with
     each request. ``examples`` are canonical conversations, rendered exactly like the history and placed
     before it as chat turns: measured on SmolLM2-135M, turns teach the format better than the same
-    transcript inside the system prompt. ``refuse_repeats`` rejects a call identical to one already
-    answered since the user's last message (turn it off for tools meant to be polled).
+    transcript inside the system prompt. Without ``examples`` they are generated from the step's tools
+    (``_react_examples``). ``refuse_repeats`` rejects a call identical to one already answered since the
+    user's last message (turn it off for tools meant to be polled); ``reuse_observations`` also one
+    answered earlier in the conversation (for tools whose answers do not change). A refused repeat is
+    retried with a grammar that allows only the answer.
+
+    Bounds, so that no decision runs on: ``max_calls_per_turn`` tool calls per user message (then only an
+    answer is allowed; None: no limit), ``max_decision_tokens`` per model call when the request sets no
+    ``max_tokens``, ``max_answer_chars`` per text answer (in the grammar), and ``decision_timeout``
+    seconds per step, retries included (:class:`~toolwire.errors.DecisionTimeout`; an answer already
+    being streamed stands, cut).
     """
 
     def __init__(
@@ -72,47 +85,84 @@ class ReActDriver(Driver):
         examples: Sequence[Sequence[Message]] | None = None,
         instructions: str | None = None,
         refuse_repeats: bool = True,
+        reuse_observations: bool = False,
+        max_calls_per_turn: int | None = None,
+        max_decision_tokens: int = 300,
+        max_answer_chars: int = MAX_ANSWER_CHARS,
+        decision_timeout: float | None = 120.0,
     ) -> None:
         if max_retries < 0:
             raise ConfigError("max_retries must be >= 0")
+        if max_calls_per_turn is not None and max_calls_per_turn < 1:
+            raise ConfigError("max_calls_per_turn must be >= 1 (or None)")
+        if max_decision_tokens < 1 or max_answer_chars < 1:
+            raise ConfigError("max_decision_tokens and max_answer_chars must be >= 1")
+        if decision_timeout is not None and decision_timeout <= 0:
+            raise ConfigError("decision_timeout must be > 0 (or None)")
         self.max_retries = max_retries
-        self.examples = DEFAULT_EXAMPLES if examples is None else tuple(tuple(e) for e in examples)
+        self.examples = None if examples is None else tuple(tuple(e) for e in examples)
         self.format_instructions = DEFAULT_FORMAT if instructions is None else instructions
         self.refuse_repeats = refuse_repeats
+        self.reuse_observations = reuse_observations
+        self.max_calls_per_turn = max_calls_per_turn
+        self.max_decision_tokens = max_decision_tokens
+        self.max_answer_chars = max_answer_chars
+        self.decision_timeout = decision_timeout
 
     async def stream_step(self, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
         tools, allow_final = _allowed(request)
+        answered = calls_this_turn(request.messages)
+        # The prompt (catalog, examples) stays the same for every step of a turn, so the model reads the
+        # same text (and llama.cpp reuses its cache); only the grammar narrows when the call budget is spent.
+        choices = tools
+        if allow_final and self.max_calls_per_turn is not None and len(answered) >= self.max_calls_per_turn:
+            choices = []
         answer_schema = request.output_schema  # a structured final answer (the agent's output_type)
+        settings = request.settings
+        if settings.max_tokens is None:  # bounded generation: one decision never runs on and on
+            settings = replace(settings, max_tokens=self.max_decision_tokens)
         text_request = ModelRequest(
-            messages=self.prompt_messages(request.messages),
+            messages=self.prompt_messages(request.messages, tools),
             instructions=self.system_prompt(
                 request.instructions, tools, allow_final, answer_schema=answer_schema
             ),
-            settings=request.settings,
-            output_schema=decision_schema(tools, allow_final=allow_final, answer_schema=answer_schema),
+            settings=settings,
+            output_schema=self._schema(choices, allow_final, answer_schema),
             output_schema_name="decision",
         )
-        done = calls_this_turn(request.messages) if self.refuse_repeats else set()
+        done = set(answered) if self.refuse_repeats else set()
+        if self.reuse_observations:
+            done.update(calls_this_turn(request.messages, whole=True))
         state = _StepState()
+        deadline = None if self.decision_timeout is None else _now() + self.decision_timeout
         for attempt in range(1, self.max_retries + 2):
             outcome = _Attempt(allow_final)
             # aclosing: a consumer that stops early must stop the model now (the local model's generation
             # thread), not whenever the garbage collector finalizes the generators.
-            async with aclosing(outcome.run(model, text_request, state)) as parts:
+            async with aclosing(outcome.run(model, text_request, state, deadline)) as parts:
                 async for part in parts:
                     yield part
             if outcome.aborted:
                 return
             if outcome.answer is not None and outcome.answer.started:
-                # Visible text cannot be taken back: the answer stands, truncated if the model ran out.
+                # Visible text cannot be taken back: the answer stands, truncated if the model ran out
+                # (of tokens or of time).
                 yield TextEnd(id=outcome.answer.id)
                 reason = "stop" if outcome.answer.closed else _reason(outcome.finish)
+                if outcome.answer.looping:
+                    reason = "length"
                 yield Finish(reason=reason, usage=state.usage)
                 return
+            if outcome.timed_out:
+                raise DecisionTimeout(
+                    f"no decision within {self.decision_timeout:g} s ({attempt} attempts)",
+                    raw_output=outcome.text,
+                    attempts=attempt,
+                )
             try:
                 decision = parse_decision(
                     outcome.text,
-                    tools,
+                    choices,
                     allow_final=allow_final,
                     done=done,
                     structured=answer_schema is not None,
@@ -124,6 +174,10 @@ class ReActDriver(Driver):
                         raw_output=exc.raw_output,
                         attempts=attempt,
                     ) from exc
+                if isinstance(exc, RepeatedCall) and allow_final:
+                    # The model asks again for what it has just read: only an answer is allowed now, by
+                    # grammar (a small model told so in words repeats the call anyway).
+                    text_request = replace(text_request, output_schema=self._schema([], True, answer_schema))
                 text_request = _with_messages(
                     text_request,
                     Message(role="assistant", parts=(TextPart(text=outcome.text),)),
@@ -138,6 +192,16 @@ class ReActDriver(Driver):
                 reason="stop" if isinstance(decision, FinalAnswer) else "tool-calls", usage=state.usage
             )
             return
+
+    def _schema(
+        self, tools: Sequence[ToolDefinition], allow_final: bool, answer_schema: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        return decision_schema(
+            tools,
+            allow_final=allow_final,
+            answer_schema=answer_schema,
+            max_answer_chars=self.max_answer_chars,
+        )
 
     def system_prompt(
         self,
@@ -157,12 +221,19 @@ class ReActDriver(Driver):
             answer_schema=answer_schema,
         )
 
-    def prompt_messages(self, history: Sequence[Message]) -> list[Message]:
-        """The examples, then the history, as text-only chat messages."""
+    def prompt_messages(
+        self, history: Sequence[Message], tools: Sequence[ToolDefinition] = ()
+    ) -> list[Message]:
+        """The examples (given, or generated from ``tools``), then the history, as text-only chat messages."""
+        examples = self.examples if self.examples is not None else generated_examples(tools)
         out: list[Message] = []
-        for example in self.examples:
+        for example in examples:
             out += render_history(example)
         return out + render_history(history)
+
+
+def _now() -> float:
+    return asyncio.get_running_loop().time()
 
 
 @dataclass(slots=True)
@@ -179,6 +250,7 @@ class _Attempt:
         self.answer = AnswerStreamer("answer-0") if allow_final else None
         self.finish: Finish | None = None
         self.aborted = False
+        self.timed_out = False
         self._raw: list[str] = []
 
     @property
@@ -186,11 +258,22 @@ class _Attempt:
         return "".join(self._raw)
 
     async def run(
-        self, model: Model, request: ModelRequest, state: _StepState
+        self, model: Model, request: ModelRequest, state: _StepState, deadline: float | None
     ) -> AsyncGenerator[ModelStreamPart, None]:
         # closing: stop the model now (the local model's generation thread), not when the GC finalizes it.
         async with closing(model.stream(request)) as stream:
-            async for part in stream:
+            parts = aiter(stream)
+            while True:
+                try:
+                    # The time bound covers waiting for the model only, never the consumer's handling
+                    # of a part we yielded (a timeout scope around a yield would cancel the consumer).
+                    async with asyncio.timeout_at(deadline):
+                        part = await anext(parts)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    self.timed_out = True
+                    break
                 match part:
                     case StreamStart():
                         if not state.started:
@@ -201,6 +284,8 @@ class _Attempt:
                         if self.answer is not None:
                             for out in self.answer.feed(part.delta):
                                 yield out
+                            if self.answer.looping:
+                                break  # leaving the loop closes the stream, which stops the model
                     case Finish():
                         self.finish = part
                         state.usage = state.usage + part.usage
