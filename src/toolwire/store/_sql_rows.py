@@ -174,6 +174,13 @@ _MESSAGE_COLUMNS = (
     "step_started_at",
     "step_finished_at",
 )
+
+
+def _bind_type(column_type: sa.types.TypeEngine[Any]) -> sa.types.TypeEngine[Any]:
+    # A missing JSON value is SQL NULL, as a plain INSERT writes it (not the JSON document ``null``).
+    return sa.JSON(none_as_null=True) if isinstance(column_type, sa.JSON) else column_type
+
+
 # PostgreSQL: the slot and the insert in ONE statement (one round trip). A message stored already (a retried
 # write) inserts nothing; a position taken meanwhile is a unique violation, and the transaction is retried.
 PG_INSERT_MESSAGE = (
@@ -186,7 +193,7 @@ PG_INSERT_MESSAGE = (
                 .where(messages.c.session_id == sa.bindparam("p_session_id"))
                 .scalar_subquery()
                 if name == "position"
-                else sa.bindparam(f"p_{name}", type_=messages.c[name].type)
+                else sa.bindparam(f"p_{name}", type_=_bind_type(messages.c[name].type))
                 for name in _MESSAGE_COLUMNS
             )
         ),

@@ -34,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from toolwire.errors import ConfigError, MissingExtraError, SessionBusyError, StoreError
 from toolwire.messages import Message, Usage
 from toolwire.store._locks import owner_is_dead
+from toolwire.store._pg_step import BEGIN_STEP, begin_step_params
 from toolwire.store._sql_direct import write_rows
 from toolwire.store._sql_engine import (
     AsyncRunner,
@@ -251,6 +252,15 @@ class SQLStore(Store):
     async def begin_step(self, record: StepRecord) -> None:
         session_id = record.session_id
         rows = [tool_call_row(session_id, call) for call in record.tool_calls]
+        if self._postgres:  # one statement, one round trip
+            params = begin_step_params(record, time.time())
+
+            def one(conn: sa.Connection) -> None:
+                if conn.execute(BEGIN_STEP, params).scalar() != 1:
+                    raise StoreError(f"unknown session {session_id!r}: call ensure_session first")
+
+            await self._write("begin a step", one, single=True)
+            return
 
         def op(conn: sa.Connection) -> None:
             touch(conn, session_id)

@@ -1,0 +1,81 @@
+"""PostgreSQL: a step's begin (touch the session, insert the assistant message at the next position, record
+its tool calls) as ONE statement, so it costs one network round trip instead of five (BEGIN, three
+statements, COMMIT). One statement is atomic by itself; it runs in autocommit.
+
+The touch takes the session row lock first, as in the multi-statement form. The message's position is
+read from the statement's snapshot: a writer of the same session that committed meanwhile (two runs never
+hold one session's lease, so only in a race) makes the insert hit the ``(session_id, position)``
+constraint, and the store runs the statement again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from toolwire.store._sql_rows import dumps, parts_to_json, usage_to_json
+from toolwire.store.records import StepRecord
+
+BEGIN_STEP = sa.text(
+    """
+WITH t AS (
+    UPDATE toolwire_sessions SET updated_at = :now WHERE id = :sid RETURNING id
+), m AS (
+    INSERT INTO toolwire_messages (id, session_id, position, role, parts, provider, model, interaction_id,
+        step, created_at, step_usage, finish_reason, step_started_at, step_finished_at)
+    SELECT :mid, t.id,
+        (SELECT coalesce(max(position) + 1, 0) FROM toolwire_messages WHERE session_id = :sid),
+        :role, :parts, :provider, :model, :iid, :step, :created, :usage, :reason, :started, :finished
+    FROM t
+    ON CONFLICT (id, session_id) DO NOTHING
+    RETURNING id
+), c AS (
+    INSERT INTO toolwire_tool_calls (session_id, tool_call_id, message_id, step, tool_name, args, status,
+        is_error, provider, model, interaction_id)
+    SELECT t.id, u.call_id, u.message_id, u.step, u.tool_name, u.args::json, u.status, false, u.provider,
+        u.model, u.interaction_id
+    FROM t, unnest(CAST(:c_ids AS text[]), CAST(:c_messages AS text[]), CAST(:c_steps AS integer[]),
+        CAST(:c_names AS text[]), CAST(:c_args AS text[]), CAST(:c_statuses AS text[]),
+        CAST(:c_providers AS text[]), CAST(:c_models AS text[]), CAST(:c_interactions AS text[]))
+        WITH ORDINALITY AS u(call_id, message_id, step, tool_name, args, status, provider, model,
+            interaction_id, n)
+    ORDER BY u.n
+    ON CONFLICT (session_id, message_id, tool_call_id) DO NOTHING
+)
+SELECT count(*) FROM t
+"""
+).bindparams(
+    sa.bindparam("parts", type_=sa.JSON(none_as_null=True)),
+    sa.bindparam("usage", type_=sa.JSON(none_as_null=True)),
+)
+
+
+def begin_step_params(record: StepRecord, now: float) -> dict[str, Any]:
+    message = record.message
+    calls = record.tool_calls
+    return {
+        "now": now,
+        "sid": record.session_id,
+        "mid": message.id,
+        "role": message.role,
+        "parts": parts_to_json(message.parts),
+        "provider": message.provider,
+        "model": message.model,
+        "iid": record.interaction_id,
+        "step": record.step,
+        "created": message.created_at,
+        "usage": usage_to_json(record.usage),
+        "reason": record.finish_reason,
+        "started": record.started_at,
+        "finished": record.finished_at,
+        "c_ids": [c.tool_call_id for c in calls],
+        "c_messages": [c.message_id for c in calls],
+        "c_steps": [c.step for c in calls],
+        "c_names": [c.tool_name for c in calls],
+        "c_args": [dumps(c.args) for c in calls],
+        "c_statuses": [c.status for c in calls],
+        "c_providers": [c.provider for c in calls],
+        "c_models": [c.model for c in calls],
+        "c_interactions": [c.interaction_id for c in calls],
+    }
