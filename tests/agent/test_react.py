@@ -805,3 +805,14 @@ async def test_an_answer_stuck_in_a_loop_is_cut() -> None:
     assert shown.startswith("Authorized by Dana Kim on 2023-02-20 2023-02-20")
     assert ends_in_a_loop(shown) and len(shown) < 26 + 11 * 9 + 4  # stopped right after the 80th char
     assert kinds(parts)[-2:] == ["text-end", "finish"] and parts[-1].reason == "length"  # type: ignore[union-attr]
+
+
+def test_a_structured_answer_is_bounded_too() -> None:
+    answer = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    schema = decision_schema([], allow_final=True, answer_schema=answer, max_answer_chars=500)
+    assert schema["properties"]["answer"] == {  # strings of an answer get the answer's bound
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 500}},
+        "required": ["city"],
+        "additionalProperties": False,
+    }

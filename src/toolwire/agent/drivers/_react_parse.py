@@ -95,7 +95,7 @@ def decision_schema(
         )
     if allow_final:
         answer = (
-            _hoist_defs(answer_schema, prefix="answer__", into=defs)
+            _hoist_defs(bounded(answer_schema, max_chars=max_answer_chars), prefix="answer__", into=defs)
             if answer_schema
             else {"type": "string", "maxLength": max_answer_chars}
         )
@@ -113,24 +113,25 @@ def decision_schema(
     return schema
 
 
-def bounded(schema: Any) -> Any:
-    """``schema`` with a length bound on every string and array that has none (``MAX_ARG_CHARS``,
+def bounded(schema: Any, *, max_chars: int = MAX_ARG_CHARS) -> Any:
+    """``schema`` with a length bound on every string and array that has none (``max_chars``,
     ``MAX_ARG_ITEMS``) and ``additionalProperties: false`` on every object that allows any extra key, so
     that a grammar built from it has a finite longest sentence. Only the grammar sees the bounds: the
     executor still validates arguments against the tool's own schema."""
     if isinstance(schema, list):
-        return [bounded(v) for v in schema]
+        return [bounded(v, max_chars=max_chars) for v in schema]
     if not isinstance(schema, dict):
         return schema
     out = {
-        k: bounded(v) if k not in ("const", "enum", "default", "examples") else v for k, v in schema.items()
+        k: bounded(v, max_chars=max_chars) if k not in ("const", "enum", "default", "examples") else v
+        for k, v in schema.items()
     }
     declared = out.get("type")
     kinds = (
         set(declared) if isinstance(declared, list) else {declared} if isinstance(declared, str) else set()
     )
     if "string" in kinds and "maxLength" not in out and "pattern" not in out and "enum" not in out:
-        out["maxLength"] = MAX_ARG_CHARS
+        out["maxLength"] = max_chars
     if "array" in kinds and "maxItems" not in out:
         out["maxItems"] = MAX_ARG_ITEMS
     if "object" in kinds and out.get("additionalProperties", True) is True and "properties" in out:
