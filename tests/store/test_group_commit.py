@@ -6,12 +6,16 @@ import asyncio
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from toolwire import Agent, TextPart, ToolCallPart
+from toolwire.errors import StoreError
 from toolwire.events import ToolCallComplete
 from toolwire.models.scripted import ScriptedModel
+from toolwire.store import MemoryStore
 from toolwire.store._sql_engine import ThreadRunner, configure_sqlite
 from toolwire.store.sql import SQLStore
 
@@ -142,3 +146,30 @@ async def test_queued_writes_share_a_commit_and_a_failing_one_fails_alone(tmp_pa
         assert rows == ["a", "b", "c", "d", "e"]
     finally:
         await runner.dispose()
+
+
+async def test_a_result_whose_step_end_failed_is_stored_and_announced_with_the_run_end() -> None:
+    class FailingOnce(MemoryStore):
+        failed = False
+
+        async def finish_step(self, session_id: str, **kwargs: Any) -> None:
+            if kwargs.get("completed") and not self.failed:
+                self.failed = True
+                raise StoreError("disk full")
+            await super().finish_step(session_id, **kwargs)
+
+    def one() -> str:
+        """One call."""
+        return "done"
+
+    store = FailingOnce()
+    calls = [ToolCallPart(tool_call_id="c1", tool_name="one", args={})]
+    agent = Agent(ScriptedModel([calls, [TextPart(text="ok")]]), tools=[one], store=store)
+    seen: list[ToolCallComplete] = []
+    with pytest.raises(StoreError):
+        async with agent.stream("go", session_id="f") as run:
+            async for event in run:
+                if isinstance(event, ToolCallComplete):
+                    seen.append(event)
+    assert [(e.tool_call_id, e.status, e.output) for e in seen] == [("c1", "ok", "done")]
+    assert [(r.status, r.output) for r in await store.tool_calls("f")] == [("ok", "done")]

@@ -297,7 +297,8 @@ class StepRecorder:
         self.unwritten.append(outcome)
 
     def _completions(self, message_id: str) -> list[CallCompletion]:
-        unwritten, self.unwritten = self.unwritten, []
+        """The rows of :attr:`unwritten` (kept until the write succeeds: if it fails,
+        :meth:`close_open_step` still writes and announces them)."""
         return [
             CallCompletion(
                 tool_call_id=o.call.tool_call_id,
@@ -308,7 +309,7 @@ class StepRecorder:
                 started_at=o.started_at,
                 finished_at=o.finished_at,
             )
-            for o in unwritten
+            for o in self.unwritten
         ]
 
     async def finish_step(
@@ -328,6 +329,7 @@ class StepRecorder:
             last_seq=last_seq,
             completed=completed,
         )
+        self.unwritten = []
         self._persisted_seq = max(self._persisted_seq, last_seq)
         self.open_step = None
 
@@ -390,6 +392,7 @@ class StepRecorder:
                 last_seq=self.seq,
                 completed=completed,
             )
+            self.unwritten = []
             self._persisted_seq = max(self._persisted_seq, self.seq)
             return message
         except Exception:  # best effort: load_history repairs whatever is left pending
