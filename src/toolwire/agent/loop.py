@@ -476,8 +476,7 @@ class AgentRun(Generic[OutputT]):
         assert recorder is not None
         results = tuple(outcomes[c.tool_call_id].result for c in calls if c.tool_call_id in outcomes)
         tool_message = Message(role="tool", parts=results, session_id=self.session_id) if results else None
-        # The calls finished last are written by this step's end: heard of only after it.
-        announce: list[AgentEvent] = [self._complete_event(o) for o in recorder.unwritten]
+        announce = self._deferred_completions()
         if tool_message is not None:
             announce.append(recorder.event(MessagePersisted, message_id=tool_message.id, role="tool"))
         if waiting:
@@ -490,6 +489,12 @@ class AgentRun(Generic[OutputT]):
         if waiting:
             self._waiting, self._done, self._status = waiting, True, "paused"
         return announce, tool_message
+
+    def _deferred_completions(self) -> list[AgentEvent]:
+        """The completion events of the calls the step's end writes (those finished last): published only
+        after that write, like every completion."""
+        assert self._recorder is not None
+        return [self._complete_event(o) for o in self._recorder.unwritten]
 
     # -- human in the loop (the logic is in ``_pause``) ----------------------------------------------
 
@@ -797,7 +802,8 @@ class AgentRun(Generic[OutputT]):
                     for r in results.tool_results
                 ),
             )
-            announce = [recorder.event(MessagePersisted, message_id=merged.id, role="tool")]
+            announce = self._deferred_completions()
+            announce.append(recorder.event(MessagePersisted, message_id=merged.id, role="tool"))
             await recorder.finish_step(step, merged, Usage(), announce)
             self._history[again.results_at] = merged
             self._new_messages.append(merged)
