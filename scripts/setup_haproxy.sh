@@ -11,4 +11,6 @@ if ! command -v haproxy >/dev/null 2>&1; then
         sudo apt-get install -y -qq haproxy >/dev/null
     fi
 fi
-haproxy -v | head -n 1
+# No pipe into head: with pipefail, haproxy's SIGPIPE when head exits first would fail the script.
+version=$(haproxy -v)
+echo "${version%%$'\n'*}"
