@@ -1,0 +1,101 @@
+// Drives a running toolwire server with the real AI SDK chat client (AbstractChat, as useChat's Chat)
+// through a stream it loses mid-run, then re-attaches with chat.resumeStream() (GET /api/chat/{id}/stream),
+// and prints what it saw as JSON.
+//
+//   node resume_client.mjs <package: ai6> <server url> <scenario> [chat id]
+//
+// Scenarios: "plain" (one uninterrupted turn); "stop" (chat.stop() once a tool runs: the client stops
+// reading, the server's run goes on; then resumeStream()); "gate" (once a tool runs, create
+// "<RESUME_GATE>.running" and wait for "<RESUME_GATE>.go" — the test kills the replica meanwhile — then
+// resumeStream()). Every scenario ends with one more resumeStream(), which finds no running turn (204).
+// Every chunk is validated by the package's own uiMessageChunkSchema (DefaultChatTransport does it).
+
+import { existsSync, writeFileSync } from "node:fs";
+
+const [pkg, url, scenario, chatId] = process.argv.slice(2);
+const ai = await import(pkg);
+const { AbstractChat, DefaultChatTransport } = ai;
+
+class State {
+  constructor() {
+    this.status = "ready";
+    this.error = undefined;
+    this.messages = [];
+  }
+  pushMessage(message) {
+    this.messages = this.messages.concat([message]);
+  }
+  popMessage() {
+    this.messages = this.messages.slice(0, -1);
+  }
+  replaceMessage(index, message) {
+    this.messages = [...this.messages.slice(0, index), this.snapshot(message), ...this.messages.slice(index + 1)];
+  }
+  snapshot(thing) {
+    return structuredClone(thing);
+  }
+}
+
+class Chat extends AbstractChat {
+  constructor(init) {
+    super({ ...init, state: new State() });
+  }
+}
+
+const requests = [];
+const transport = new DefaultChatTransport({
+  api: `${url}/api/chat`,
+  fetch: async (input, init) => {
+    const response = await fetch(input, init);
+    requests.push({ method: init.method, url: String(input).slice(url.length), status: response.status });
+    return response;
+  },
+});
+const errors = [];
+const chat = new Chat({ id: chatId ?? `resume-${Date.now()}`, transport, onError: (e) => errors.push(String(e)) });
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const toolRunning = () =>
+  chat.messages.some(
+    (m) => m.role === "assistant" && m.parts.some((p) => p.type.startsWith("tool-") && p.state === "input-available"),
+  );
+
+async function untilToolRuns() {
+  for (let i = 0; i < 600 && !toolRunning(); i++) await sleep(50);
+  if (!toolRunning()) throw new Error("the tool never started on the client's stream");
+}
+
+const sending = chat.sendMessage({ text: process.env.RESUME_PROMPT ?? "do the long work" });
+let partial = null;
+if (scenario === "stop") {
+  await untilToolRuns();
+  partial = structuredClone(chat.messages);
+  await chat.stop();
+  await sending;
+} else if (scenario === "gate") {
+  await untilToolRuns();
+  partial = structuredClone(chat.messages);
+  const gate = process.env.RESUME_GATE;
+  writeFileSync(`${gate}.running`, "");
+  for (let i = 0; i < 1200 && !existsSync(`${gate}.go`); i++) await sleep(50);
+  await sending.catch((e) => errors.push(String(e)));
+} else {
+  await sending;
+}
+const statusBeforeResume = chat.status;
+if (scenario !== "plain") await chat.resumeStream();
+const statusAfterResume = chat.status;
+const afterResume = structuredClone(chat.messages);
+await chat.resumeStream(); // the turn has ended: 204, nothing changes
+process.stdout.write(
+  JSON.stringify({
+    partial,
+    statusBeforeResume,
+    statusAfterResume,
+    messages: afterResume,
+    final: chat.messages,
+    status: chat.status,
+    requests,
+    errors,
+  }) + "\n",
+);
