@@ -32,7 +32,7 @@ async def crunch(rows: int) -> str:
 
 
 def _agent(store: SQLStore) -> Agent[Any]:
-    script = [
+    script: list[list[TextPart | ToolCallPart]] = [
         [
             TextPart(text="Crunching them now."),
             ToolCallPart(tool_call_id="call_1", tool_name="crunch", args={"rows": 7}),
