@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from toolwire import Agent, TextPart, ToolCallPart, tool
 from toolwire.models.scripted import ScriptedModel
@@ -22,6 +23,7 @@ from toolwire.store.sql import SQLStore
 from .conftest import live_server
 
 NODE_DIR = Path(__file__).parent / "node"
+VERSIONS: dict[str, str | None] = {"ai6": None, "ai6strict": "6.0.230", "ai5": "5.0.200"}
 
 
 @tool
@@ -42,18 +44,20 @@ def _agent(store: SQLStore) -> Agent[Any]:
     return Agent(ScriptedModel(script, chunk_size=4), tools=[crunch], store=store)
 
 
-async def _drive(tmp_path: Path, scenario: str, name: str) -> dict[str, Any]:
+async def _drive(tmp_path: Path, scenario: str, name: str, package: str = "ai6") -> dict[str, Any]:
     node = shutil.which("node")
     assert node is not None, "node is required (scripts/setup_node.sh installs it)"
     store = await SQLStore.open(f"sqlite+aiosqlite:///{tmp_path}/{name}.db")
+    version = VERSIONS[package]
     async with live_server(create_app(_agent(store))) as server:
         process = await asyncio.create_subprocess_exec(
             node,
             "resume_client.mjs",
-            "ai6",
+            package,
             server.url,
             scenario,
             "chat-1",
+            *([version] if version else []),
             cwd=NODE_DIR,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -89,6 +93,18 @@ async def test_resume_stream_after_the_client_stopped_reading(tmp_path: Path) ->
     assert [r["url"] for r in gets] == ["/api/chat/chat-1/stream"] * 2
     assert [r["status"] for r in gets] == [200, 204]
     assert seen["final"] == seen["messages"]
+
+
+@pytest.mark.parametrize("package", ["ai6", "ai6strict", "ai5"])
+async def test_resume_stream_after_a_reload(tmp_path: Path, package: str) -> None:
+    """A reloaded page resumes with its stored messages (the partial answer is not among them): the turn
+    comes back whole, as one new message, on every client version."""
+    plain = await _drive(tmp_path, "plain", "plain", package)
+    seen = await _drive(tmp_path, "reload", "reload", package)
+    assert seen["partial"][-1]["role"] == "assistant"
+    assert [_without_ids(m) for m in seen["messages"]] == [_without_ids(m) for m in plain["final"]]
+    assert seen["messages"][-1]["id"] == seen["partial"][-1]["id"]
+    assert [r["status"] for r in seen["requests"] if r["method"] == "GET"] == [200, 204]
 
 
 async def test_resume_stream_refusals(tmp_path: Path) -> None:

@@ -2,17 +2,19 @@
 // through a stream it loses mid-run, then re-attaches with chat.resumeStream() (GET /api/chat/{id}/stream),
 // and prints what it saw as JSON.
 //
-//   node resume_client.mjs <package: ai6> <server url> <scenario> [chat id]
+//   node resume_client.mjs <package: ai6 | ai6strict | ai5> <server url> <scenario> [chat id] [version header]
 //
 // Scenarios: "plain" (one uninterrupted turn); "stop" (chat.stop() once a tool runs: the client stops
-// reading, the server's run goes on; then resumeStream()); "gate" (once a tool runs, create
+// reading, the server's run goes on; then resumeStream()); "reload" (as "stop", but the chat resumes with
+// the messages a reloaded page gets from its storage: the user's message only, the partial answer dropped,
+// which is what clients before ai 6.0.2xx's replaying resume need); "gate" (once a tool runs, create
 // "<RESUME_GATE>.running" and wait for "<RESUME_GATE>.go" — the test kills the replica meanwhile — then
 // resumeStream()). Every scenario ends with one more resumeStream(), which finds no running turn (204).
 // Every chunk is validated by the package's own uiMessageChunkSchema (DefaultChatTransport does it).
 
 import { existsSync, writeFileSync } from "node:fs";
 
-const [pkg, url, scenario, chatId] = process.argv.slice(2);
+const [pkg, url, scenario, chatId, version] = process.argv.slice(2);
 const ai = await import(pkg);
 const { AbstractChat, DefaultChatTransport } = ai;
 
@@ -45,6 +47,7 @@ class Chat extends AbstractChat {
 const requests = [];
 const transport = new DefaultChatTransport({
   api: `${url}/api/chat`,
+  headers: version ? { "x-toolwire-ai-sdk-version": version } : {},
   fetch: async (input, init) => {
     const response = await fetch(input, init);
     requests.push({ method: init.method, url: String(input).slice(url.length), status: response.status });
@@ -67,11 +70,12 @@ async function untilToolRuns() {
 
 const sending = chat.sendMessage({ text: process.env.RESUME_PROMPT ?? "do the long work" });
 let partial = null;
-if (scenario === "stop") {
+if (scenario === "stop" || scenario === "reload") {
   await untilToolRuns();
   partial = structuredClone(chat.messages);
   await chat.stop();
   await sending;
+  if (scenario === "reload") chat.messages = chat.messages.filter((m) => m.role === "user");
 } else if (scenario === "gate") {
   await untilToolRuns();
   partial = structuredClone(chat.messages);
