@@ -133,6 +133,7 @@ def create_app(
         Route("/", _index),
         Route("/api/health", health, methods=["GET"]),
         Route("/api/chat", chat.post, methods=["POST"]),
+        Route("/api/chat/{session_id}/stream", chat.stream, methods=["GET"]),
         Route("/api/sessions", native.list_sessions, methods=["GET"]),
         Route("/api/sessions", native.create_session, methods=["POST"]),
         Route("/api/sessions/{session_id}/messages", native.session_messages, methods=["GET"]),

@@ -9,10 +9,16 @@ agent loop). The last message is the new turn. When it is the assistant's messag
 (``addToolApprovalResponse`` / ``addToolOutput`` and ``sendAutomaticallyWhen``): the answers for the calls
 the store awaits resume the paused run, which continues that message. The answer is the run's events as an
 AI SDK UI message stream.
+
+``GET /api/chat/{id}/stream`` is the AI SDK's resumable stream (``chat.resumeStream()``,
+``useChat({resume: true})``): on any replica, the running turn's message again from its start (replayed from
+the event log), then live until it ends; 204 when the session runs nothing. The message keeps its id
+(:func:`turn_message_id`), so the client replaces the message it holds.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,7 +27,7 @@ from starlette.responses import Response, StreamingResponse
 
 from toolwire.agent.pending import Approval, DecisionKey
 from toolwire.errors import ResumeError, SessionAccessError, SessionBusyError
-from toolwire.events import InteractionEnd
+from toolwire.events import InteractionEnd, InteractionStart
 from toolwire.messages import new_id
 from toolwire.server._input import check_prompt, check_session_id, read_json
 from toolwire.server._sse import PING, data_frame, with_pings
@@ -41,12 +47,15 @@ from toolwire.server.ui_stream import (
     ClientFeatures,
     UIStreamEncoder,
     parse_client_version,
+    turn_message_id,
 )
 from toolwire.store._locks import lock_owner
 from toolwire.store.records import SessionInfo
 
 VERSION_HEADER = "x-toolwire-ai-sdk-version"
 """A request may name its AI SDK client version here, overriding the server's ``ai_sdk_version``."""
+_FIRST_EVENT_POLLS = 20
+_FIRST_EVENT_POLL = 0.1
 _FELL_BEHIND = data_frame({"type": "error", "errorText": "the stream fell too far behind; reload"})
 
 
@@ -74,17 +83,12 @@ class ChatEndpoint:
         trigger = body.get("trigger", "submit-message")
         if trigger not in ("submit-message", "regenerate-message"):
             raise RequestError(f"unknown trigger {trigger!r}")
-        features = server.features
-        if (version := request.headers.get(VERSION_HEADER)) is not None:
-            try:
-                features = ClientFeatures.for_version(parse_client_version(version))
-            except ValueError as exc:
-                raise RequestError(str(exc)) from exc
+        features = self._features(request)
         last = messages[-1] if messages else None
         prompt: str | None = None
         approvals: dict[DecisionKey, Approval] = {}
         outputs: dict[DecisionKey, Any] = {}
-        message_id = new_id("msg_")
+        message_id = ""  # a new turn's message is named after its run (a resumed stream names it alike)
         if trigger == "submit-message" and isinstance(last, dict) and answers_calls(last):
             # The client answered the calls of its last assistant message (approvals, client tools'
             # outputs) and re-submitted: continue that message with the answers the store awaits.
@@ -112,6 +116,40 @@ class ChatEndpoint:
         return StreamingResponse(
             _ui_stream(encoder, subscription, server.limits.ping_interval), headers=UI_STREAM_HEADERS
         )
+
+    async def stream(self, request: Request) -> Response:
+        """``GET /api/chat/{id}/stream``: the running turn's UI message stream from its start, or 204."""
+        server = self.server
+        user = server.user(request)
+        session_id = check_session_id(request.path_params["session_id"])
+        features = self._features(request)
+        info = await server.authorize(session_id, user)
+        if info.parent_session_id:
+            raise not_found(session_id)  # the chat API shows conversations, never a sub-agent's session
+        turn = await server.hub.open_turn(session_id)
+        if turn is None and await (await server.store()).run_in_progress(session_id):
+            # A run holds the session but its first events are not in the shared log yet.
+            for _ in range(_FIRST_EVENT_POLLS):
+                await asyncio.sleep(_FIRST_EVENT_POLL)
+                if (turn := await server.hub.open_turn(session_id)) is not None:
+                    break
+        if turn is None:
+            return Response(status_code=204)
+        subscription = await server.hub.open(session_id, turn.after)
+        encoder = UIStreamEncoder(session_id, "", features)
+        return StreamingResponse(
+            _ui_stream(encoder, subscription, server.limits.ping_interval, live_from=turn.live_from),
+            headers=UI_STREAM_HEADERS,
+        )
+
+    def _features(self, request: Request) -> ClientFeatures:
+        """What the caller's AI SDK version accepts (its header, else the server's setting)."""
+        if (version := request.headers.get(VERSION_HEADER)) is None:
+            return self.server.features
+        try:
+            return ClientFeatures.for_version(parse_client_version(version))
+        except ValueError as exc:
+            raise RequestError(str(exc)) from exc
 
     async def _answers(
         self, session_id: str, user: str, message: dict[str, Any]
@@ -168,22 +206,37 @@ class ChatEndpoint:
 
 
 async def _ui_stream(
-    encoder: UIStreamEncoder, subscription: Subscription, ping_interval: float
+    encoder: UIStreamEncoder, subscription: Subscription, ping_interval: float, *, live_from: int = 0
 ) -> AsyncIterator[bytes]:
-    """The run's events of the chat's own session, until its interaction ends; then ``[DONE]``."""
+    """The run's events of the chat's own session, until its interaction ends; then ``[DONE]``.
+
+    The ``start`` chunk goes out with the first event, which names the message when ``encoder`` has no
+    id yet. Ends of the chat's runs before cursor ``live_from`` are paused runs of a replayed turn that
+    the client continued: skipped."""
     try:
-        yield data_frame(encoder.start())
+        if encoder.message_id:
+            yield data_frame(encoder.start())
         async for item in with_pings(subscription, ping_interval):
             if item is None:
                 yield PING
                 continue
             event = item.event
             if event is None:  # a stream-reset: this client fell too far behind
+                if not encoder.message_id:
+                    encoder.message_id = new_id("msg_")
+                    yield data_frame(encoder.start())
                 yield _FELL_BEHIND
                 break
+            if not encoder.message_id:
+                own_start = isinstance(event, InteractionStart) and event.session_id == encoder.session_id
+                encoder.message_id = turn_message_id(event.interaction_id) if own_start else new_id("msg_")
+                yield data_frame(encoder.start())
+            own_end = isinstance(event, InteractionEnd) and event.session_id == encoder.session_id
+            if own_end and item.cursor < live_from:
+                continue
             for chunk in encoder.encode(event):
                 yield data_frame(chunk)
-            if isinstance(event, InteractionEnd) and event.session_id == encoder.session_id:
+            if own_end:
                 break
         else:
             yield _FELL_BEHIND  # the stream ended (server shutdown) before the run did

@@ -27,7 +27,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from toolwire.events import AgentEvent, event_to_dict
+from toolwire.events import AgentEvent, InteractionEnd, event_to_dict
+from toolwire.server._turn import MARKERS, OpenTurn, open_turn
 
 RESET = {"type": "stream-reset"}
 
@@ -169,6 +170,22 @@ class EventHub:
             if event is not None and event.seq > persisted.get(event.session_id, 0):
                 return item.cursor - 1
         return stream.cursor
+
+    async def open_turn(self, session_id: str) -> OpenTurn | None:
+        """The session's running turn in the buffer (``None`` when its last run ended)."""
+        stream = self._streams.get(session_id)
+        if stream is None:
+            return None
+        markers = (
+            (
+                item.cursor,
+                item.event.type,
+                item.event.status if isinstance(item.event, InteractionEnd) else None,
+            )
+            for item in reversed(stream.buffer)
+            if item.event is not None and item.event.session_id == session_id and item.event.type in MARKERS
+        )
+        return open_turn(markers)
 
     def publish(self, event: AgentEvent) -> None:
         session_id = event.session_id

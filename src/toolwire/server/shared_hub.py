@@ -28,6 +28,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from toolwire.events import AgentEvent, event_from_dict, event_to_dict
+from toolwire.server._turn import OpenTurn, open_turn
 from toolwire.server.hub import QueueSubscriber, StreamItem, Subscription, end_subscriptions
 from toolwire.store.event_log import EventLog, LogRow
 
@@ -291,6 +292,11 @@ class SharedEventHub:
             if seq > persisted.get(event_session, 0):
                 return cursor - 1
         return await self.log.max_id(session_id)
+
+    async def open_turn(self, session_id: str) -> OpenTurn | None:
+        """The session's running turn in the log, written by any replica (``None`` when its last run
+        ended)."""
+        return open_turn(await self.log.markers(session_id, self.replay_limit))
 
     async def open(self, session_id: str, after: int | None = None) -> Subscription:
         """Items of the stream after cursor ``after`` (replayed, then live); ``None`` = live only."""

@@ -92,6 +92,12 @@ def parse_client_version(version: str | None) -> tuple[int, int, int]:
     return (major, minor, patch)
 
 
+def turn_message_id(interaction_id: str) -> str:
+    """The UI message id of the turn a run with ``interaction_id`` began: the same on every replica, so a
+    resumed stream (``GET /api/chat/{id}/stream``) replaces the message the client holds, not adds one."""
+    return "msg_" + interaction_id.removeprefix("int_")
+
+
 @dataclass(frozen=True, slots=True)
 class ClientFeatures:
     """What one AI SDK client version accepts beyond the 5.0.0 baseline."""
@@ -118,6 +124,7 @@ class UIStreamEncoder:
 
     session_id: str
     message_id: str
+    """``""``: named after the turn's first run (:func:`turn_message_id`) when its first event comes."""
     features: ClientFeatures = field(default_factory=lambda: ClientFeatures.for_version(LATEST))
     _finish_reason: str = "stop"
     _open_steps: int = 0

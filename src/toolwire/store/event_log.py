@@ -58,6 +58,16 @@ _MAX_ID = "SELECT coalesce(max(id), 0) FROM toolwire_events WHERE stream = $1"
 _AFTER_SEQ = (
     "SELECT id, session_id, seq FROM toolwire_events WHERE stream = $1 AND seq > $2 ORDER BY id LIMIT $3"
 )
+# A session's own turn markers (see ``toolwire.server._turn``), newest first, among its last $2 rows.
+_MARKERS = """
+SELECT id, kind, status FROM (
+    SELECT id, body::jsonb ->> 'type' AS kind, body::jsonb ->> 'status' AS status
+    FROM (SELECT id, body FROM toolwire_events WHERE stream = $1 AND session_id = $1
+          ORDER BY id DESC LIMIT $2) AS tail
+) AS typed
+WHERE kind IN ('interaction-start', 'interaction-end', 'user-turn-start')
+ORDER BY id DESC
+"""
 _MAX_SEQ = "SELECT coalesce(max(seq), 0) FROM toolwire_events WHERE session_id = $1"
 _PRUNE = "DELETE FROM toolwire_events WHERE created_at < $1"
 _NOTIFY = "SELECT pg_notify($1, $2)"
@@ -128,6 +138,11 @@ class EventLog:
     async def after_seq(self, stream: str, seq: int, limit: int) -> list[tuple[int, str, int]]:
         """The first ``limit`` rows of ``stream`` numbered above ``seq``, as (cursor, session id, seq)."""
         rows = await self._query("fetch", _AFTER_SEQ, stream, seq, limit)
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    async def markers(self, session_id: str, limit: int) -> list[tuple[int, str, str | None]]:
+        """The turn markers of ``session_id``'s own events among its last ``limit``, newest first."""
+        rows = await self._query("fetch", _MARKERS, session_id, limit)
         return [(r[0], r[1], r[2]) for r in rows]
 
     async def max_seq(self, session_id: str) -> int:

@@ -15,6 +15,7 @@
 // "<gate>.go").
 
 import { existsSync, writeFileSync } from "node:fs";
+import { chatClass } from "./chat_class.mjs";
 
 const [pkg, url, scenario, version] = process.argv.slice(2);
 const ai = await import(pkg);
@@ -25,31 +26,7 @@ const {
   lastAssistantMessageIsCompleteWithToolCalls,
 } = ai;
 
-class State {
-  constructor() {
-    this.status = "ready";
-    this.error = undefined;
-    this.messages = [];
-  }
-  pushMessage(message) {
-    this.messages = this.messages.concat([message]);
-  }
-  popMessage() {
-    this.messages = this.messages.slice(0, -1);
-  }
-  replaceMessage(index, message) {
-    this.messages = [...this.messages.slice(0, index), this.snapshot(message), ...this.messages.slice(index + 1)];
-  }
-  snapshot(thing) {
-    return structuredClone(thing);
-  }
-}
-
-class Chat extends AbstractChat {
-  constructor(init) {
-    super({ ...init, state: new State() });
-  }
-}
+const Chat = chatClass(AbstractChat);
 
 const requests = [];
 const headers = version ? { "x-toolwire-ai-sdk-version": version } : {};
