@@ -99,9 +99,11 @@ class OutputSpec:
         """Prompted mode's section of the system prompt: the schema the answer must match."""
         schema = json.dumps(self.request_schema, ensure_ascii=False)
         where = f' (the value goes in "{_WRAPPER_KEY}")' if self.wrapped else ""
+        # the instruction last: small models follow what they read last more than what they read first
         return (
+            f"The JSON schema of your answer ({self.name}):\n{schema}\n\n"
             f"Answer with one JSON object matching this schema{where}, and nothing else: no text before or "
-            f"after it. The {self.name} JSON schema:\n{schema}"
+            "after it."
         )
 
     def instructions(self, instructions: str | None) -> str | None:
