@@ -396,6 +396,15 @@ async def test_prompted_answers_stream_partial_objects_live_even_beside_tools() 
     assert request.json_answer and [t.name for t in request.tools] == ["lookup"]
 
 
+async def test_a_fenced_answer_streams_partial_objects_too() -> None:
+    text = '```json\n{"city": "Bergen", "tags": ["rain", "wind"]}\n```'
+    model = ScriptedModel([[TextPart(text)]], chunk_size=2)  # the fence arrives split across deltas
+    events = [e async for e in Agent(model, output_type=Forecast, output_mode="prompted").stream("weather?")]
+    partials = [e.partial for e in events if isinstance(e, OutputPartial)]
+    assert len(partials) >= 3 and all("Bergen".startswith(p.get("city", "")) for p in partials)
+    assert partials[-1] == {"city": "Bergen", "note": "none", "tags": ["rain", "wind"], "place": None}
+
+
 # -- what auto picks ----------------------------------------------------------------------------
 
 

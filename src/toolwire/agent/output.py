@@ -335,11 +335,12 @@ class OutputPolicy:
         self._last: Any = None
         self._fed = 0
         self._unsent = 0
+        self._head: str | None = None
 
     # -- partial objects while the model streams ----------------------------------------------------
 
     def reset_partial(self) -> None:
-        self._parser, self._call, self._last = None, None, None
+        self._parser, self._call, self._last, self._head = None, None, None, None
         self._fed = self._unsent = 0
 
     def partial(self, part: ModelStreamPart) -> Any | None:
@@ -351,7 +352,7 @@ class OutputPolicy:
         fragment, end = self._fragment(part)
         if self._parser is None or (fragment is None and not end):
             return None
-        if fragment:
+        if fragment and not self._parser.complete:  # past the value: a closing fence, or prose
             try:
                 self._parser.feed(fragment)
             except ValueError:
@@ -384,11 +385,31 @@ class OutputPolicy:
         match part:
             case TextDelta():
                 if self._call is None:  # the first delta of the answer: parse the text as JSON
-                    self._call, self._parser = "", PartialJSONParser()
-                return part.delta, False
+                    self._call, self._parser, self._head = "", PartialJSONParser(), ""
+                return self._unfenced(part.delta), False
             case TextEnd():
                 return None, True
         return None, False
+
+    def _unfenced(self, delta: str) -> str:
+        """``delta`` without an opening ```` ```json ```` fence (models often fence a JSON answer, and
+        :meth:`OutputSpec.from_text` accepts it): the text is held until the fence is known or ruled out."""
+        if self._head is None:  # decided: no fence, or already past it
+            return delta
+        self._head += delta
+        head = self._head.lstrip()
+        if not head.startswith("```"):
+            if "```".startswith(head):  # "", "`" or "``": maybe a fence still
+                return ""
+            self._head = None
+            return head
+        tag = head[3:]
+        if len(tag) < 4 and "json".startswith(tag):  # the language tag may still be arriving
+            return ""
+        body = tag.removeprefix("json").lstrip()
+        if body:
+            self._head = None
+        return body
 
     # -- the end of a step --------------------------------------------------------------------------
 
