@@ -215,7 +215,9 @@ class City(BaseModel):
     name: str
 
 
-@pytest.mark.parametrize(("mode", "expected"), [("native", "json"), ("tool", None), (None, None)])
+@pytest.mark.parametrize(
+    ("mode", "expected"), [("native", "json"), ("prompted", "json"), ("tool", None), (None, None)]
+)
 async def test_chat_spans_carry_the_output_type_when_the_run_asks_for_json(
     mode: str | None, expected: str | None
 ) -> None:

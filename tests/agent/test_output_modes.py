@@ -1,5 +1,6 @@
 """What each adapter is sent for structured output, and what comes back: closed schemas for strict modes,
-non-object outputs wrapped, the Gemini mode per model family, plain-text ``str`` outputs.
+non-object outputs wrapped, the Gemini mode per model family, plain-text ``str`` outputs, prompted mode
+(the schema in the instructions) and where ``auto`` picks it.
 
 Request bodies are checked against the official SDKs' request types (``tests/models/sdk_types.py``); the
 providers' answers are written in their published response formats and served by an ``httpx.MockTransport``
@@ -9,6 +10,8 @@ providers' answers are written in their published response formats and served by
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -16,13 +19,23 @@ import pytest
 from pydantic import BaseModel
 
 import toolwire
-from tests.models.sdk_types import check_anthropic, check_gemini, check_openai_chat, check_openai_responses
+from tests.models.sdk_types import (
+    check_anthropic,
+    check_bedrock,
+    check_gemini,
+    check_openai_chat,
+    check_openai_responses,
+)
 from toolwire import Agent, TextPart, ToolCallPart
+from toolwire.events import OutputPartial
 from toolwire.messages import Message, Usage
+from toolwire.models._catalog import get_preset
 from toolwire.models.anthropic import AnthropicModel
 from toolwire.models.anthropic._request import build_body as anthropic_body
-from toolwire.models.base import ModelRequest
+from toolwire.models.base import ModelRequest, ModelStreamPart
+from toolwire.models.bedrock._request import build_body as bedrock_body
 from toolwire.models.gemini import GeminiModel
+from toolwire.models.gemini._request import build_body as gemini_body
 from toolwire.models.openai_chat import OpenAIChatModel
 from toolwire.models.openai_responses import OpenAIResponsesModel
 from toolwire.models.scripted import ScriptedModel
@@ -264,3 +277,161 @@ async def test_nulls_of_optional_properties_are_dropped_inside_nested_and_nullab
     result = await Agent(model, output_type=Trip).run("trip?")
     assert result.output == Trip(stop=Stop(name="Oslo"), stops=[Stop(name="Bergen")])
     check_openai_chat(provider.sent[0])
+
+
+# -- prompted mode: the schema in the instructions, nothing provider-specific -------------------
+
+PROMPTED = "Answer with one JSON object matching this schema"
+
+
+async def _prompted_request(output_type: Any = Forecast, answer: str = '{"city": "Oslo"}') -> ModelRequest:
+    """The request a prompted run sends (the run's own, recorded by the scripted model)."""
+    model = ScriptedModel([[TextPart(answer)]])
+    agent = Agent(model, output_type=output_type, output_mode="prompted", instructions="Be brief.")
+    await agent.run("weather?")
+    return model.requests[0].request
+
+
+async def test_prompted_mode_sends_the_schema_in_every_wires_system_prompt_and_nothing_else() -> None:
+    request = await _prompted_request()
+    assert request.output_schema is None and list(request.tools) == []
+    assert [m.role for m in request.messages] == ["user"]  # the schema is no stored message
+    assert request.instructions is not None and request.instructions.startswith("Be brief.\n\n")
+    assert PROMPTED in request.instructions
+    assert json.dumps(Forecast.model_json_schema(), ensure_ascii=False) in request.instructions
+
+    chat, _ = OpenAIChatModel("gpt-4o", api_key="k").build_body(request)
+    check_openai_chat(chat)
+    assert "response_format" not in chat and "tools" not in chat
+    assert chat["messages"][0] == {"role": "system", "content": request.instructions}
+
+    responses, _ = OpenAIResponsesModel("gpt-5", api_key="k").build_body(request)
+    check_openai_responses(responses)
+    assert "format" not in responses.get("text", {}) and "tools" not in responses
+    assert responses["instructions"] == request.instructions
+
+    anthropic, _ = anthropic_body(request, AnthropicModel("claude-sonnet-4-5", api_key="k"))
+    check_anthropic(anthropic)
+    assert "output_config" not in anthropic and "tools" not in anthropic
+    system = anthropic["system"]
+    assert (system if isinstance(system, str) else system[0]["text"]) == request.instructions
+
+    gemini, _ = gemini_body(request, vertex=False, stream_arguments=False)
+    check_gemini(gemini)
+    config = gemini.get("generationConfig", {})
+    assert "responseMimeType" not in config and "responseJsonSchema" not in config and "tools" not in gemini
+    assert gemini["systemInstruction"]["parts"][0]["text"] == request.instructions
+
+    bedrock, _ = bedrock_body(request, max_tokens=256, additional_fields={})
+    check_bedrock(bedrock, model_id="anthropic.claude-3-haiku-20240307-v1:0", stream=False)
+    assert "outputConfig" not in bedrock and "toolConfig" not in bedrock
+    assert bedrock["system"][0] == {"text": request.instructions}
+
+
+async def test_prompted_mode_wraps_a_non_object_output_as_native_does() -> None:
+    request = await _prompted_request(list[int], '{"result": [1, 2]}')
+    assert request.instructions is not None
+    wrapper = {
+        "type": "object",
+        "properties": {"result": {"items": {"type": "integer"}, "type": "array"}},
+        "required": ["result"],
+        "additionalProperties": False,
+    }
+    assert (
+        json.dumps(wrapper) in request.instructions and '(the value goes in "result")' in request.instructions
+    )
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ['{"city": "Oslo", "tags": ["cold"]}', '```json\n{"city": "Oslo", "tags": ["cold"]}\n```'],
+    ids=["bare", "fenced"],
+)
+async def test_prompted_mode_parses_a_bare_or_fenced_text_answer(answer: str) -> None:
+    model = ScriptedModel([[TextPart(answer)]])
+    result = await Agent(model, output_type=Forecast, output_mode="prompted").run("weather?")
+    assert result.output == Forecast(city="Oslo", tags=["cold"])
+    assert len(model.requests) == 1
+
+
+async def test_prompted_mode_reprompts_an_invalid_answer_then_gives_up() -> None:
+    model = ScriptedModel([[TextPart("It is cold in Oslo.")], [TextPart('{"city": "Oslo"}')]])
+    result = await Agent(model, output_type=Forecast, output_mode="prompted").run("weather?")
+    assert result.output == Forecast(city="Oslo")
+    second = model.requests[1].request
+    assert [m.role for m in second.messages] == ["user", "assistant", "user"]
+    assert "not valid JSON" in second.messages[-1].text and PROMPTED in (second.instructions or "")
+
+    broken = ScriptedModel([[TextPart('{"city": 7}')]], repeat_last=True)
+    with pytest.raises(toolwire.NoObjectGenerated) as info:
+        await Agent(broken, output_type=Forecast, output_mode="prompted", output_retries=1).run("weather?")
+    assert info.value.errors == ["city: Input should be a valid string"] and len(broken.requests) == 2
+
+
+class _Counting(ScriptedModel):
+    """Counts the parts it has streamed so far."""
+
+    streamed = 0
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
+        async for part in super().stream(request):
+            self.streamed += 1
+            yield part
+
+
+async def test_prompted_answers_stream_partial_objects_live_even_beside_tools() -> None:
+    text = '{"city": "Bergen", "tags": ["rain", "wind"]}'
+    model = _Counting([[TextPart(text)]], chunk_size=5)
+    agent = Agent(model, tools=[lookup], output_type=Forecast, output_mode="prompted")
+    partials, streamed_at_first = [], None
+    async for event in agent.stream("weather?"):
+        if isinstance(event, OutputPartial):
+            partials.append(event.partial)
+            streamed_at_first = model.streamed if streamed_at_first is None else streamed_at_first
+    assert len(partials) >= 3
+    assert partials[-1] == {"city": "Bergen", "note": "none", "tags": ["rain", "wind"], "place": None}
+    # live, not held to the end of the step as a possible echo of tool arguments (JSON-looking text is)
+    assert streamed_at_first is not None and streamed_at_first < model.streamed // 2
+    request = model.requests[0].request
+    assert request.json_answer and [t.name for t in request.tools] == ["lookup"]
+
+
+async def test_a_fenced_answer_streams_partial_objects_too() -> None:
+    text = '```json\n{"city": "Bergen", "tags": ["rain", "wind"]}\n```'
+    model = ScriptedModel([[TextPart(text)]], chunk_size=2)  # the fence arrives split across deltas
+    events = [e async for e in Agent(model, output_type=Forecast, output_mode="prompted").stream("weather?")]
+    partials = [e.partial for e in events if isinstance(e, OutputPartial)]
+    assert len(partials) >= 3 and all("Bergen".startswith(p.get("city", "")) for p in partials)
+    assert partials[-1] == {"city": "Bergen", "note": "none", "tags": ["rain", "wind"], "place": None}
+
+
+# -- what auto picks ----------------------------------------------------------------------------
+
+
+def test_auto_picks_prompted_for_a_preset_whose_server_takes_no_json_schema() -> None:
+    deepseek = OpenAIChatModel("deepseek-chat", preset="deepseek", api_key="k")
+    spec = Agent(deepseek, output_type=Forecast).output_spec
+    assert spec is not None and spec.mode == "prompted" and spec.for_tools(True).mode == "tool"
+    for model in (OpenAIChatModel("gpt-4o", api_key="k"), OpenAIChatModel("m", preset="groq", api_key="k")):
+        native = Agent(model, output_type=Forecast).output_spec
+        assert native is not None and native.mode == "native" and native.for_tools(True).mode == "native"
+    # a server that would refuse the forced final_result call (no tool_choice "required"): prompted always
+    no_required = replace(get_preset("deepseek"), tool_choices=frozenset({"auto", "none"}))
+    refused = Agent(OpenAIChatModel("m", preset=no_required, api_key="k"), output_type=Forecast).output_spec
+    assert refused is not None and refused.mode == "prompted" and refused.for_tools(True).mode == "prompted"
+    for kept in (AnthropicModel("claude-sonnet-4-5", api_key="k"), ScriptedModel([])):
+        tool = Agent(kept, output_type=Forecast).output_spec
+        assert tool is not None and tool.mode == "tool"
+
+
+async def test_deepseek_gets_the_schema_in_its_system_message_without_response_format() -> None:
+    provider = _Provider(_chat_answer('```json\n{"city": "Oslo"}\n```'))
+    model = OpenAIChatModel(
+        "deepseek-chat", preset="deepseek", api_key="k", stream=False, http_client=provider.client()
+    )
+    result = await Agent(model, output_type=Forecast).run("weather?")
+    assert result.output == Forecast(city="Oslo")
+    (body,) = provider.sent
+    check_openai_chat(body)
+    assert "response_format" not in body
+    assert body["messages"][0]["role"] == "system" and PROMPTED in body["messages"][0]["content"]

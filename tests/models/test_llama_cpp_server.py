@@ -28,10 +28,12 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import BaseModel
 
 from tests.models.sdk_types import check_openai_chat
 from toolwire import Agent, open_store
 from toolwire.errors import MaxStepsExceeded
+from toolwire.events import OutputPartial
 from toolwire.messages import Message, ToolCallPart, ToolResultPart
 from toolwire.models._builder import MessageBuilder, collect
 from toolwire.models.base import ModelRequest, ModelSettings, ToolDefinition, ToolInputDelta
@@ -233,3 +235,41 @@ async def test_follow_up_in_a_new_process_from_the_stored_history(server: str, t
     assert messages[-1].role == "assistant" and messages[-1].text == output
     assert any(isinstance(p, ToolCallPart) for m in messages for p in m.parts)
     assert messages[-2].role == "user" and messages[-2].text == "Say that again in one sentence."
+
+
+class Capital(BaseModel):
+    name: str
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+async def test_prompted_output_mode_against_the_real_server(server: str, stream: bool) -> None:
+    """``output_mode="prompted"``: the schema reaches the model in the system message, toolwire sends no
+    ``response_format`` of its own, and the text answer is parsed and validated (streamed partials too).
+
+    SmolLM2-135M does not follow the instruction by itself (it answers "The capital of France is Paris."
+    at temperature 0), so the server's own grammar (llama-cpp-python's ``json_object`` with a ``schema``,
+    given by the user as an extra request field) keeps the answer to JSON: deterministic, not flaky."""
+    captured = _Captured()
+    grammar = {"response_format": {"type": "json_object", "schema": Capital.model_json_schema()}}
+    agent = Agent(
+        _model(server, captured, stream=stream),
+        output_type=Capital,
+        output_mode="prompted",
+        model_settings=ModelSettings(temperature=0.0, seed=0, max_tokens=48, extra=grammar),
+        output_retries=0,
+    )
+    run = agent.stream("What is the capital of France?")
+    partials = [e.partial for e in [event async for event in run] if isinstance(e, OutputPartial)]
+    await agent.aclose()
+    assert run.result is not None and isinstance(run.result.output, Capital)  # what the 135M model
+    assert run.result.output.name.strip()  # knows is not the point ("Paris", "Paris," by the wording)
+    assert run.result.output == Capital.model_validate_json(run.result.text)
+    assert partials and partials[-1] == run.result.output.model_dump()
+    (body,) = captured.bodies
+    assert body.pop("response_format") == grammar["response_format"]  # the user's extra only, as given
+    check_openai_chat(body)
+    system = body["messages"][0]
+    assert (
+        system["role"] == "system" and "Answer with one JSON object matching this schema" in system["content"]
+    )
+    assert json.dumps(Capital.model_json_schema()) in system["content"]

@@ -320,7 +320,7 @@ class AgentRun(Generic[OutputT]):
                 parent_tool_call_id=self.parent_tool_call_id,
                 model=config.model.model_name,
                 provider_name=config.model.otel_provider_name,
-                output_type="json" if self._output and self._output.spec.output_schema is not None else None,
+                output_type="json" if self._output and self._output.spec.answers_in_text else None,
             )
             if self._takeover:
                 async with aclosing(self._take_over(opened.interrupted, executor)) as taken:
@@ -735,10 +735,11 @@ class AgentRun(Generic[OutputT]):
             messages=tuple(self._history),
             tools=tools,
             tool_choice=choice,
-            instructions=config.instructions,
+            instructions=spec.instructions(config.instructions) if spec is not None else config.instructions,
             settings=config.model_settings,
             output_schema=spec.output_schema if spec is not None else None,
             output_schema_name=spec.name if spec is not None else "output",
+            json_answer=spec is not None and spec.mode == "prompted",
         )
 
     async def _append(self, message: Message) -> None:

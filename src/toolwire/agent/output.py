@@ -30,7 +30,8 @@ from toolwire.models.base import (
 )
 from toolwire.tools.executor import ToolOutcome
 
-OutputMode: TypeAlias = Literal["auto", "native", "tool", "grammar"]
+OutputMode: TypeAlias = Literal["auto", "native", "tool", "grammar", "prompted"]
+ResolvedMode: TypeAlias = Literal["native", "tool", "grammar", "prompted"]
 FINAL_RESULT_TOOL = "final_result"
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 _WRAPPER_KEY = "result"
@@ -55,7 +56,7 @@ class OutputSpec:
     schema: dict[str, Any]
     """JSON schema of the output type itself (what a grammar receives; see :attr:`request_schema`)."""
     name: str
-    mode: Literal["native", "tool", "grammar"]
+    mode: ResolvedMode
     wrapped: bool
     """A non-object output (``list[int]``, a union, ``int``) travels as ``{"result": ...}``: tool arguments
     and OpenAI's / Anthropic's native formats take objects only. Unwrapped on the way back."""
@@ -64,9 +65,10 @@ class OutputSpec:
     optional_properties: bool = True
     """Whether some object of the schema has an optional, not nullable property (whose ``null`` a strict
     mode's answer may carry; see :func:`drop_added_nulls`). When none has, values are not walked."""
-    mode_with_tools: Literal["native", "tool", "grammar"] | None = None
-    """The mode when the run has tools, if the model cannot combine its native mode with them (Gemini
-    2.x rejects function declarations beside ``responseMimeType: application/json``)."""
+    mode_with_tools: ResolvedMode | None = None
+    """The mode when the run has tools, if it differs: Gemini 2.x rejects function declarations beside
+    ``responseMimeType: application/json``; a server that enforces no schema (prompted without tools)
+    forces the ``final_result`` call when it has function calling anyway."""
 
     @property
     def request_schema(self) -> dict[str, Any]:
@@ -76,8 +78,9 @@ class OutputSpec:
     @property
     def output_schema(self) -> dict[str, Any] | None:
         """``ModelRequest.output_schema``: what the provider enforces (native) or the grammar constrains;
-        ``None`` in tool mode (the ``final_result`` tool carries the schema)."""
-        if self.mode == "tool":
+        ``None`` in tool mode (the ``final_result`` tool carries the schema) and in prompted mode (the
+        instructions do, see :meth:`prompt`)."""
+        if self.mode in ("tool", "prompted"):
             return None
         return self.request_schema if self.mode == "native" else self.schema
 
@@ -86,6 +89,29 @@ class OutputSpec:
         if has_tools and self.mode_with_tools is not None and self.mode_with_tools != self.mode:
             return dataclasses.replace(self, mode=self.mode_with_tools)
         return self
+
+    @property
+    def answers_in_text(self) -> bool:
+        """Whether the answer is JSON text (native, grammar, prompted), not a ``final_result`` call."""
+        return self.mode != "tool"
+
+    def prompt(self) -> str:
+        """Prompted mode's section of the system prompt: the schema the answer must match."""
+        schema = json.dumps(self.request_schema, ensure_ascii=False)
+        where = f' (the value goes in "{_WRAPPER_KEY}")' if self.wrapped else ""
+        # the instruction last: small models follow what they read last more than what they read first
+        return (
+            f"The JSON schema of your answer ({self.name}):\n{schema}\n\n"
+            f"Answer with one JSON object matching this schema{where}, and nothing else: no text before or "
+            "after it."
+        )
+
+    def instructions(self, instructions: str | None) -> str | None:
+        """The run's system prompt: the agent's instructions, then the schema in prompted mode (added to
+        each request, never stored as a message)."""
+        if self.mode != "prompted":
+            return instructions
+        return f"{instructions.rstrip()}\n\n{self.prompt()}" if instructions else self.prompt()
 
     def tool_definition(self) -> ToolDefinition:
         return ToolDefinition(
@@ -239,10 +265,7 @@ def build_output_spec(output_type: Any, model: Model, mode: OutputMode = "auto")
         def validate_partial(value: Any) -> Any:
             return adapter.validate_python(value, experimental_allow_partial=True)
 
-    resolved = _resolve_mode(mode, model)
-    with_tools: Literal["tool"] | None = None
-    if mode == "auto" and resolved == "native" and not model.native_output_with_tools:
-        with_tools = "tool"
+    resolved, with_tools = _resolve_mode(mode, model)
     not_object = schema.get("type") != "object" or "anyOf" in schema or "oneOf" in schema
     wrapped = not_object and resolved != "grammar"
     return OutputSpec(
@@ -257,12 +280,19 @@ def build_output_spec(output_type: Any, model: Model, mode: OutputMode = "auto")
     )
 
 
-def _resolve_mode(mode: OutputMode, model: Model) -> Literal["native", "tool", "grammar"]:
+def _resolve_mode(mode: OutputMode, model: Model) -> tuple[ResolvedMode, ResolvedMode | None]:
+    """The mode, and the mode when the run has tools if that differs (``auto`` only)."""
     if mode != "auto":
-        return mode
+        return mode, None
     if not model.supports_tools:
-        return "grammar"  # the embedded model: a JSON-schema grammar constrains generation
-    return "native" if model.supports_native_output else "tool"
+        return "grammar", None  # the embedded model: a JSON-schema grammar constrains generation
+    # tool mode needs ``tool_choice: "required"`` to force the final_result call
+    forced: ResolvedMode = "tool" if model.forced_tool_call else "prompted"
+    if model.supports_native_output:
+        return "native", None if model.native_output_with_tools else forced
+    if model.prompted_output_without_tools:
+        return "prompted", None if forced == "prompted" else "tool"
+    return forced, None
 
 
 def _jsonschema_validator(schema: dict[str, Any]) -> Callable[[Any], Any]:
@@ -305,11 +335,12 @@ class OutputPolicy:
         self._last: Any = None
         self._fed = 0
         self._unsent = 0
+        self._head: str | None = None
 
     # -- partial objects while the model streams ----------------------------------------------------
 
     def reset_partial(self) -> None:
-        self._parser, self._call, self._last = None, None, None
+        self._parser, self._call, self._last, self._head = None, None, None, None
         self._fed = self._unsent = 0
 
     def partial(self, part: ModelStreamPart) -> Any | None:
@@ -321,7 +352,7 @@ class OutputPolicy:
         fragment, end = self._fragment(part)
         if self._parser is None or (fragment is None and not end):
             return None
-        if fragment:
+        if fragment and not self._parser.complete:  # past the value: a closing fence, or prose
             try:
                 self._parser.feed(fragment)
             except ValueError:
@@ -342,7 +373,7 @@ class OutputPolicy:
 
     def _fragment(self, part: ModelStreamPart) -> tuple[str | None, bool]:
         """The JSON text ``part`` adds to the output, and whether it ends it."""
-        if self.spec.mode == "tool":
+        if not self.spec.answers_in_text:
             match part:
                 case ToolInputStart() if part.tool_name == FINAL_RESULT_TOOL:
                     self._call, self._parser = part.tool_call_id, PartialJSONParser()
@@ -354,11 +385,31 @@ class OutputPolicy:
         match part:
             case TextDelta():
                 if self._call is None:  # the first delta of the answer: parse the text as JSON
-                    self._call, self._parser = "", PartialJSONParser()
-                return part.delta, False
+                    self._call, self._parser, self._head = "", PartialJSONParser(), ""
+                return self._unfenced(part.delta), False
             case TextEnd():
                 return None, True
         return None, False
+
+    def _unfenced(self, delta: str) -> str:
+        """``delta`` without an opening ```` ```json ```` fence (models often fence a JSON answer, and
+        :meth:`OutputSpec.from_text` accepts it): the text is held until the fence is known or ruled out."""
+        if self._head is None:  # decided: no fence, or already past it
+            return delta
+        self._head += delta
+        head = self._head.lstrip()
+        if not head.startswith("```"):
+            if "```".startswith(head):  # "", "`" or "``": maybe a fence still
+                return ""
+            self._head = None
+            return head
+        tag = head[3:]
+        if len(tag) < 4 and "json".startswith(tag):  # the language tag may still be arriving
+            return ""
+        body = tag.removeprefix("json").lstrip()
+        if body:
+            self._head = None
+        return body
 
     # -- the end of a step --------------------------------------------------------------------------
 

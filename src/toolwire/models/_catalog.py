@@ -3,10 +3,10 @@ their quirks. Users name providers, not wire formats.
 
 Each preset says where requests go (``base_url``), which environment variable holds its key (sent only to
 that URL's host over https, see ``toolwire.models._providers.preset_endpoint``), the assistant-message field
-reasoning goes back in, how its usage counts, which ``tool_choice`` values it takes, and how its tool-call
-ids must look. The comment above each preset names the documentation its facts come from; "checked" marks
-what was read in that source when the preset was written, "unverified" an OpenAI default assumed for lack
-of one. The base URLs and key variables are also those the providers' own SDKs and docs use.
+reasoning goes back in, how its usage counts, which ``tool_choice`` values it takes, how its tool-call ids
+must look, and whether it takes a JSON schema as ``response_format`` (structured output). The comment above
+each preset names the documentation its facts come from; "checked" marks what was read in that source when
+the preset was written, "unverified" an OpenAI default assumed for lack of one. The base URLs and key variables are also those the providers' own SDKs and docs use.
 
 Self-hosted servers (``ollama``, ``vllm``, ``llamacpp``, ``lmstudio``) have no key variable of their own: on
 loopback they run without one, elsewhere (``ollama:MODEL@URL``) they take ``OPENAI_COMPATIBLE_API_KEY`` or
@@ -69,6 +69,11 @@ class Preset:
     tool_call_ids: ToolCallIds = "any"
     responses: bool = False
     """Also speaks the Responses API (``NAME-responses:MODEL``)."""
+    json_schema_output: bool = True
+    """Takes ``response_format: {type: json_schema}`` (native structured output). ``False``: the server
+    enforces no schema, so ``output_mode="auto"`` asks in the instructions (prompted) in runs without
+    tools and through the ``final_result`` tool in runs with tools. Unknown or model-dependent: ``True``
+    (native is kept; a model that refuses it answers 400, and ``output_mode="prompted"`` is the way out)."""
 
     @property
     def self_hosted(self) -> bool:
@@ -81,13 +86,17 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
         for p in (
             # https://docs.ollama.com/api/openai-compatibility (checked): http://localhost:11434/v1, the key is
             # ignored, tool_choice among the supported request fields; reasoning as `reasoning` (recordings).
+            # Structured output: `response_format` json_schema (Ollama >= 0.5 structured outputs; unverified here).
             Preset(name="ollama", title="Ollama", base_url="http://localhost:11434/v1", key_variable=None),
             # https://docs.vllm.ai/en/latest/features/tool_calling/ (checked): named function calling, auto,
             # required (vLLM >= 0.8.3) and none. No usual address (`vllm serve` binds :8000 on any host): give one.
+            # Structured output: `response_format` json_schema through its guided decoding (unverified here).
             Preset(name="vllm", title="vLLM", base_url=None, key_variable=None),
             # llama.cpp's llama-server (tools/server/README.md): binds 127.0.0.1:8080, no key unless --api-key.
             # tool_choice: the strings "auto", "none", "required" only, anything else is "Invalid tool_choice"
             # (llama.cpp common/chat.cpp, common_chat_tool_choice_parse_oaicompat).
+            # Structured output: `response_format` json_schema, turned into a grammar (tools/server/README.md;
+            # unverified here).
             Preset(
                 name="llamacpp",
                 title="llama.cpp server",
@@ -98,6 +107,7 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             # https://lmstudio.ai/docs/api/openai-api (checked): http://localhost:1234/v1, /v1/chat/completions
             # and /v1/responses (https://lmstudio.ai/blog/lmstudio-v0.3.29). tool_choice "none" / "auto" /
             # "required" (unverified: no named choice found documented, so none is sent).
+            # Structured output: `response_format` json_schema (LM Studio structured output docs; unverified here).
             Preset(
                 name="lmstudio",
                 title="LM Studio",
@@ -108,6 +118,8 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             ),
             # https://console.groq.com/docs/openai : https://api.groq.com/openai/v1, GROQ_API_KEY; usage counts
             # like OpenAI's and reasoning comes as `reasoning` (checked in the recordings, tests/recordings).
+            # Structured output: json_schema on some models only (others answer 400 "This model does not support
+            # response format `json_schema`", as reported by users): model-dependent, so native is kept.
             Preset(
                 name="groq",
                 title="Groq",
@@ -120,6 +132,7 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             # digits (checked: the API's error "must be a-z, A-Z, 0-9, with a length of 9", and mistral-common's
             # validator as quoted by https://docs.vllm.ai/en/v0.15.0/api/vllm/tool_parsers/mistral_tool_parser/).
             # Usage like OpenAI's (recorded Magistral stream).
+            # Structured output: `response_format` json_schema (Mistral custom structured outputs; unverified here).
             Preset(
                 name="mistral",
                 title="Mistral",
@@ -131,16 +144,20 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             # https://api-docs.deepseek.com/guides/thinking_mode : `reasoning_content`, to be sent back on
             # tool-call turns. Usage like OpenAI's, cache hits as prompt_cache_hit_tokens (checked in the
             # recordings, test_deepseek_*.yaml).
+            # Structured output: `response_format` takes {"type": "json_object"} only (checked:
+            # https://api-docs.deepseek.com/guides/json_mode, no json_schema): prompted without tools.
             Preset(
                 name="deepseek",
                 title="DeepSeek",
                 base_url="https://api.deepseek.com",
                 key_variable="DEEPSEEK_API_KEY",
                 reasoning_field="reasoning_content",
+                json_schema_output=False,
             ),
             # https://docs.x.ai/docs/api-reference : https://api.x.ai/v1, XAI_API_KEY; reasoning tokens
             # "counted separately from completion_tokens, but ... in the total_tokens" (docs.x.ai, consumption
             # and rate limits).
+            # Structured output: `response_format` json_schema (docs.x.ai structured outputs; unverified here).
             Preset(
                 name="xai",
                 title="xAI",
@@ -151,6 +168,7 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             # https://openrouter.ai/docs/quickstart : https://openrouter.ai/api/v1, OPENROUTER_API_KEY;
             # reasoning as `reasoning` (https://openrouter.ai/docs/use-cases/reasoning-tokens). tool_choice
             # depends on the routed model (unverified).
+            # Structured output: depends on the routed model (unverified): native is kept.
             Preset(
                 name="openrouter",
                 title="OpenRouter",
@@ -159,6 +177,7 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             ),
             # https://docs.together.ai/docs/openai-api-compatibility : https://api.together.xyz/v1,
             # TOGETHER_API_KEY. tool_choice and usage: OpenAI's (unverified).
+            # Structured output: json_schema on the models its JSON-mode docs list (model-dependent): native kept.
             Preset(
                 name="together",
                 title="Together AI",
@@ -167,6 +186,7 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             ),
             # https://docs.fireworks.ai/tools-sdks/openai-compatibility : https://api.fireworks.ai/inference/v1,
             # FIREWORKS_API_KEY. tool_choice and usage: OpenAI's (unverified).
+            # Structured output: `response_format` json_schema (unverified): native is kept.
             Preset(
                 name="fireworks",
                 title="Fireworks AI",
@@ -177,6 +197,7 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             # CEREBRAS_API_KEY (checked: https://promptfoo.dev/docs/providers/cerebras and langchain-cerebras's
             # CEREBRAS_BASE_URL). tool_choice "none" / "auto" / "required" (checked in third-party docs); a
             # named function: unverified. Usage: OpenAI's (unverified).
+            # Structured output: `response_format` json_schema (unverified): native is kept.
             Preset(
                 name="cerebras",
                 title="Cerebras",

@@ -67,6 +67,10 @@ class OpenAIWireModel(HTTPModel):
 
     def _use_preset(self, preset: str | Preset | None) -> None:
         self.preset = get_preset(preset) if isinstance(preset, str) else preset
+        if self.preset is not None:  # what structured output its server takes (``output_mode="auto"``)
+            self.supports_native_output = self.preset.json_schema_output
+            self.prompted_output_without_tools = not self.preset.json_schema_output
+            self.forced_tool_call = "required" in self.preset.tool_choices
 
     def _credentials(self, api_key: str | None, base_url: str | None) -> tuple[str, str | None]:
         if self.preset is not None:

@@ -64,6 +64,9 @@ class ModelRequest:
     output_schema: dict[str, Any] | None = None
     """When set, the model must answer with JSON text matching this schema (native structured output / grammar)."""
     output_schema_name: str = "output"
+    json_answer: bool = False
+    """The answer is JSON text the instructions ask for (prompted output): streamed live, like an answer
+    to ``output_schema``, not held back as a possible echo of tool-call arguments."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,6 +269,13 @@ class Model(ABC):
     answer is allowed (the default driver's ``max_calls_per_turn``); None: no limit."""
     supports_native_output: bool = False
     """True when ``request.output_schema`` is enforced by the provider (JSON schema structured output)."""
+    forced_tool_call: bool = True
+    """Whether the provider takes ``tool_choice: "required"``: the ``final_result`` tool mode needs it.
+    When not (and no native output), ``output_mode="auto"`` asks in the instructions (prompted)."""
+    prompted_output_without_tools: bool = False
+    """Whether ``output_mode="auto"`` puts the schema in the instructions (prompted) rather than asking
+    through the ``final_result`` tool in a run without tools: for servers that enforce no schema and serve
+    models that may lack function calling (OpenAI-compatible presets, see ``models._catalog``)."""
 
     @property
     def otel_provider_name(self) -> str:

@@ -40,7 +40,7 @@ class NativeToolDriver(Driver):
     step ends, then dropping it if it merely echoes a tool call's arguments (some providers leak them)."""
 
     async def stream_step(self, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
-        if request.output_schema is not None:  # the answer IS JSON: stream it live, never hold it
+        if request.output_schema is not None or request.json_answer:  # the answer IS JSON: stream it live
             async with closing(model.stream(request)) as stream:
                 async for part in stream:
                     yield part
