@@ -25,6 +25,7 @@ from toolwire.messages import (
 )
 from toolwire.store import INTERRUPTED_OUTPUT, SessionInfo, StepRecord, StoredStep, ToolCallRecord, open_store
 from toolwire.store._locks import lock_owner
+from toolwire.store.records import CallCompletion
 from toolwire.store.schema import messages as messages_table
 from toolwire.store.sql import SQLStore
 
@@ -538,6 +539,56 @@ async def test_usage_totals_last_seq_and_per_step_usage(store: SQLStore) -> None
     session = await store.get_session(SID)
     assert session is not None
     assert (session.usage.input_tokens, session.usage.requests, session.last_seq) == (252, 14, 21)
+
+
+async def test_a_retried_finish_step_writes_its_completions_and_adds_its_usage_once(store: SQLStore) -> None:
+    # A retry after a lost commit acknowledgement sends the same step end again: the tool message is stored
+    # once, the usage added once, and the completions it carries are the same rows (PostgreSQL runs the whole
+    # step end as one statement; SQLite as one transaction).
+    await store.ensure_session(_info())
+    usage = Usage(input_tokens=9, output_tokens=4, requests=1)
+    await store.begin_step(_step(_assistant_with_calls("call_a", "call_b"), usage=usage))
+    await store.complete_tool_call(
+        SID, "call_a", status="ok", output={"t": 1}, is_error=False, started_at=1.0, finished_at=2.0
+    )
+    tool = Message(
+        role="tool",
+        id="msg_t1",
+        session_id=SID,
+        created_at=1767225603.0,
+        parts=(
+            ToolResultPart(tool_call_id="call_a", tool_name="get_weather", output={"t": 1}),
+            ToolResultPart(tool_call_id="call_b", tool_name="get_weather", output=None, is_error=True),
+        ),
+    )
+    last = CallCompletion(
+        tool_call_id="call_b",
+        message_id="msg_a1",
+        status="error",
+        output=None,
+        is_error=True,
+        started_at=1.5,
+        finished_at=3.0,
+    )
+    for _ in range(2):
+        await store.finish_step(
+            SID,
+            step=1,
+            interaction_id="int_1",
+            tool_message=tool,
+            usage=usage,
+            last_seq=7,
+            completed=[last],
+        )
+    assert await _positions(store) == [(0, "msg_a1"), (1, "msg_t1")]
+    rows = {r.tool_call_id: r for r in await store.tool_calls(SID)}
+    assert (rows["call_a"].status, rows["call_a"].output) == ("ok", {"t": 1})
+    assert (rows["call_b"].status, rows["call_b"].output, rows["call_b"].is_error) == ("error", None, True)
+    assert (rows["call_b"].started_at, rows["call_b"].finished_at) == (1.5, 3.0)
+    session = await store.get_session(SID)
+    assert session is not None
+    assert (session.usage, session.last_seq) == (usage, 7)
+    assert await store.load_history(SID) == [_assistant_with_calls("call_a", "call_b"), tool]
 
 
 async def test_outputs_that_are_not_json_are_stored_as_their_repr(store: SQLStore) -> None:

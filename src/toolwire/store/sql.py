@@ -34,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from toolwire.errors import ConfigError, MissingExtraError, SessionBusyError, StoreError
 from toolwire.messages import Message, Usage
 from toolwire.store._locks import owner_is_dead
-from toolwire.store._pg_step import BEGIN_STEP, begin_step_params
+from toolwire.store._pg_step import BEGIN_STEP, FINISH_STEP, begin_step_params, finish_step_params
 from toolwire.store._sql_direct import write_rows
 from toolwire.store._sql_engine import (
     AsyncRunner,
@@ -372,6 +372,24 @@ class SQLStore(Store):
         last_seq: int,
         completed: Sequence[CallCompletion] = (),
     ) -> None:
+        if self._postgres:  # one statement, one round trip
+            params = finish_step_params(
+                session_id,
+                step=step,
+                interaction_id=interaction_id,
+                tool_message=tool_message,
+                usage=usage,
+                last_seq=last_seq,
+                completed=completed,
+                now=time.time(),
+            )
+
+            def one(conn: sa.Connection) -> None:
+                if conn.execute(FINISH_STEP, params).scalar() != 1:
+                    raise StoreError(f"unknown session {session_id!r}: call ensure_session first")
+
+            await self._write("finish a step", one, single=True)
+            return
         rows = [completion_row(session_id, c) for c in completed]
 
         def op(conn: sa.Connection) -> None:
