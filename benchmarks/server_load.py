@@ -73,14 +73,12 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
-async def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
+async def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + 60
     async with httpx.AsyncClient() as client:
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                raise RuntimeError(
-                    "the server exited: " + (process.stderr.read() if process.stderr else b"").decode()
-                )
+                raise RuntimeError("the server exited: " + log.read_text())
             try:
                 await client.get(url + "/api/sessions")
                 return
@@ -228,9 +226,13 @@ async def run_level(sessions: int, hold: float, store: str = "sqlite", client: s
             command += ["--store", await _postgres_schema("create", schema)]
         else:
             command += ["--store", f"sqlite+aiosqlite:///{tmp}/load.db"]
-        server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # The server's log goes to a file: a pipe nobody reads fills up (64 KiB, an INFO line per request)
+        # and would then block the server's event loop on its next log line.
+        log = Path(tmp, "server.log")
+        with log.open("wb") as log_file:
+            server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log_file)
         try:
-            await _wait_ready(url, server)
+            await _wait_ready(url, server, log)
             baseline = _rss_kib(server.pid)
             peak = baseline
 
@@ -277,12 +279,12 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| store | sessions | completed | TTFE p50 (ms) | TTFE p99 (ms) | server RSS before / peak (MiB) | KiB per held session |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| store | client | sessions | completed | TTFE p50 (ms) | TTFE p99 (ms) | server RSS before / peak (MiB) | KiB per held session |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['store']} | {r['sessions']} | {r['completed']} | {r['ttfe_p50_ms']:.1f} | {r['ttfe_p99_ms']:.1f} | "
+            f"| {r['store']} | {r['client']} | {r['sessions']} | {r['completed']} | {r['ttfe_p50_ms']:.1f} | {r['ttfe_p99_ms']:.1f} | "
             f"{r['rss_baseline_mib']:.0f} / {r['rss_peak_mib']:.0f} | {r['kib_per_session']:.0f} |"
         )
     return "\n".join(lines)
