@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.store.conftest import Target
-from toolwire.errors import ConfigError, SessionBusyError, StoreError
+from toolwire.errors import ConfigError, SessionAccessError, SessionBusyError, StoreError
 from toolwire.messages import (
     FilePart,
     Message,
@@ -659,6 +659,35 @@ async def test_session_lock_is_exclusive_reentrant_and_expires(store: SQLStore) 
     await store.lock_session(SID, f"elsewhere.invalid/{no_such_pid}/run_remote")
     with pytest.raises(SessionBusyError):
         await store.lock_session(SID, lock_owner("run_e"))
+
+
+async def test_open_run_creates_checks_the_owner_locks_and_reads_in_one_step(store: SQLStore) -> None:
+    info, opened = await store.open_run(_info(user_id="u1"), "run_a", ttl=60.0)
+    assert (info.id, info.user_id, opened.messages, opened.awaited) == (SID, "u1", [], [])
+    with pytest.raises(SessionBusyError):  # the run holds the lock
+        await store.lock_session(SID, "run_b")
+    with pytest.raises(SessionBusyError):
+        await store.open_run(_info(user_id="u1"), "run_b", ttl=60.0)
+
+    # Another user is refused before anything is locked: the holder keeps the lock, the owner stays.
+    await store.unlock_session(SID, "run_a")
+    with pytest.raises(SessionAccessError):
+        await store.open_run(_info(user_id="u2"), "run_c", ttl=60.0)
+    await store.lock_session(SID, "run_d")  # free: the refused run did not take it
+    await store.unlock_session(SID, "run_d")
+    stored = await store.get_session(SID)
+    assert stored is not None and stored.user_id == "u1"
+
+    # The run's reads: its history repaired, and a call left pending by a dead run recorded as interrupted.
+    user = Message.user("go", id="msg_u1", session_id=SID, created_at=1767225600.0)
+    await store.append_message(SID, user, interaction_id="int_1")
+    assistant = _assistant_with_calls("call_a")
+    await store.begin_step(_step(assistant))
+    _, opened = await store.open_run(_info(user_id="u1"), "run_e", ttl=60.0)
+    assert opened.messages == await store.load_history(SID)
+    assert opened.messages[:2] == [user, assistant] and opened.interrupted == [("msg_a1", "call_a")]
+    [row] = await store.tool_calls(SID)
+    assert row.status == "interrupted"
 
 
 # -- transactions ------------------------------------------------------------------------------

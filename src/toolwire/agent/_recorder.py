@@ -30,7 +30,6 @@ from toolwire.store.records import (
     SessionInfo,
     StepRecord,
     ToolCallRecord,
-    check_owner,
 )
 from toolwire.tools.executor import ToolOutcome
 
@@ -133,13 +132,12 @@ class StepRecorder:
         The stored row decides: a session created by someone else (or elsewhere in the tree) is refused
         with :class:`~toolwire.errors.SessionAccessError` before anything is read or written.
         """
-        info = await self.store.ensure_session(self.session)
-        check_owner(info, self.session.user_id, parent_session_id=self.session.parent_session_id)
+        info, opened = await self.store.open_run(
+            self.session, self._lock_owner, ttl=self._ttl, max_output_chars=self._max_output_chars
+        )
         self._untitled = info.title is None and info.parent_session_id is None
         self.seq = self._persisted_seq = info.last_seq
-        await self.store.lock_session(self.session.id, self._lock_owner, ttl=self._ttl)
         self._locked_at = time.monotonic()
-        opened = await self.store.open_history(self.session.id, max_output_chars=self._max_output_chars)
         if self.store.lease_ttl:
             self._heartbeat = asyncio.create_task(self._renew_forever(self.store.lease_ttl))
         return opened

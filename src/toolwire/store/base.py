@@ -2,8 +2,9 @@
 
 During a run, exactly one object writes: the loop's :class:`~toolwire.agent._recorder.StepRecorder`, through
 
-1. :meth:`Store.ensure_session` and :meth:`Store.lock_session` when the run starts (the first writer of a
-   session fixes its owner; the lock keeps other runs out);
+1. :meth:`Store.open_run` when the run starts: :meth:`Store.ensure_session` (the first writer of a
+   session fixes its owner), the owner check, :meth:`Store.lock_session` (the lock keeps other runs out)
+   and :meth:`Store.open_history` (the SQL store does all four in one transaction);
 2. :meth:`Store.append_message` for the user message of a run;
 3. :meth:`Store.begin_step` after the model finished a step: the assistant message and every tool call
    it made, recorded as *pending* (or *awaiting* a person: the run will pause), in one transaction,
@@ -41,6 +42,7 @@ from toolwire.store.records import (
     StoredStep,
     ToolCallRecord,
     ToolCallRowStatus,
+    check_owner,
 )
 
 DEFAULT_URL = "sqlite+aiosqlite:///./toolwire.db"
@@ -198,20 +200,30 @@ class Store(ABC):
         paused run left awaiting a person, from the same two reads."""
         return await self._repaired(session_id, True, max_output_chars)
 
+    async def open_run(
+        self, info: SessionInfo, owner: str, *, ttl: float, max_output_chars: int = 0
+    ) -> tuple[SessionInfo, OpenedHistory]:
+        """The start of a run: :meth:`ensure_session`, :func:`check_owner` (a session of someone else, or
+        elsewhere in the tree, is refused with :class:`~toolwire.errors.SessionAccessError` before
+        anything is locked or read), :meth:`lock_session` and :meth:`open_history`. A store may do them
+        in one transaction (the SQL store does: one round trip instead of four when many runs start)."""
+        stored = await self.ensure_session(info)
+        check_owner(stored, info.user_id, parent_session_id=info.parent_session_id)
+        await self.lock_session(info.id, owner, ttl=ttl)
+        return stored, await self.open_history(info.id, max_output_chars=max_output_chars)
+
     async def _repaired(
         self, session_id: str, mark_interrupted: bool, max_output_chars: int
     ) -> OpenedHistory:
-        messages = await self.raw_messages(session_id)
-        rows = await self.tool_calls(session_id)
-        records = {(r.message_id, r.tool_call_id): r for r in rows}
-        repaired, interrupted = repair_history(messages, records, max_output_chars=max_output_chars)
-        if interrupted and mark_interrupted:
-            await self.mark_interrupted(session_id, interrupted)
-        return OpenedHistory(
-            messages=repaired,
-            awaited=[r for r in rows if r.awaiting is not None],
-            interrupted=list(interrupted) if mark_interrupted else [],
+        opened = repaired_history(
+            await self.raw_messages(session_id),
+            await self.tool_calls(session_id),
+            max_output_chars=max_output_chars,
+            mark_interrupted=mark_interrupted,
         )
+        if opened.interrupted:
+            await self.mark_interrupted(session_id, opened.interrupted)
+        return opened
 
     # -- managing conversations (the server's and the CLI's, never a run's) ---------------------------
 
@@ -243,3 +255,17 @@ class Store(ABC):
         return False
 
     async def close(self) -> None: ...
+
+
+def repaired_history(
+    messages: list[Message], rows: list[ToolCallRecord], *, max_output_chars: int, mark_interrupted: bool
+) -> OpenedHistory:
+    """:meth:`Store.open_history` from the two reads; ``interrupted`` lists the calls the caller must
+    record as interrupted (none unless ``mark_interrupted``)."""
+    records = {(r.message_id, r.tool_call_id): r for r in rows}
+    repaired, interrupted = repair_history(messages, records, max_output_chars=max_output_chars)
+    return OpenedHistory(
+        messages=repaired,
+        awaited=[r for r in rows if r.awaiting is not None],
+        interrupted=list(interrupted) if mark_interrupted else [],
+    )
