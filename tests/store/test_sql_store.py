@@ -661,6 +661,23 @@ async def test_session_lock_is_exclusive_reentrant_and_expires(store: SQLStore) 
         await store.lock_session(SID, lock_owner("run_e"))
 
 
+async def test_a_takeover_claims_only_a_lease_still_held_and_expired(store: SQLStore) -> None:
+    # Two replicas saw the same expired lease; the faster one took the run over, finished it and released
+    # the session before the slower one claimed it: the slower one must not take a finished run again.
+    await store.ensure_session(_info(user_id="u1"))
+    await store.lock_session(SID, "dead_replica_run", ttl=0.2)
+    with pytest.raises(SessionBusyError):  # the lease is still live
+        await store.open_run(_info(user_id="u1"), "replica_b", ttl=60.0, takeover=True)
+    await asyncio.sleep(0.25)
+    await store.open_run(_info(user_id="u1"), "replica_a", ttl=60.0, takeover=True)  # expired: taken
+    with pytest.raises(SessionBusyError):  # replica A holds it now
+        await store.open_run(_info(user_id="u1"), "replica_b", ttl=60.0, takeover=True)
+    await store.unlock_session(SID, "replica_a")  # A finished the run
+    with pytest.raises(SessionBusyError):  # released, not expired: nothing to take over
+        await store.open_run(_info(user_id="u1"), "replica_b", ttl=60.0, takeover=True)
+    await store.open_run(_info(user_id="u1"), "next_turn", ttl=60.0)  # an ordinary run still starts
+
+
 async def test_open_run_creates_checks_the_owner_locks_and_reads_in_one_step(store: SQLStore) -> None:
     info, opened = await store.open_run(_info(user_id="u1"), "run_a", ttl=60.0)
     assert (info.id, info.user_id, opened.messages, opened.awaited) == (SID, "u1", [], [])

@@ -61,8 +61,10 @@ class StepRecorder:
         session: SessionInfo,
         interaction_id: str,
         max_output_chars: int,
+        takeover: bool = False,
     ) -> None:
         self.store = store
+        self._takeover = takeover
         self.session = session
         self.interaction_id = interaction_id
         self.seq = 0
@@ -133,7 +135,11 @@ class StepRecorder:
         with :class:`~toolwire.errors.SessionAccessError` before anything is read or written.
         """
         info, opened = await self.store.open_run(
-            self.session, self._lock_owner, ttl=self._ttl, max_output_chars=self._max_output_chars
+            self.session,
+            self._lock_owner,
+            ttl=self._ttl,
+            max_output_chars=self._max_output_chars,
+            takeover=self._takeover,
         )
         self._untitled = info.title is None and info.parent_session_id is None
         self.seq = self._persisted_seq = info.last_seq

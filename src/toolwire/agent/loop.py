@@ -300,6 +300,7 @@ class AgentRun(Generic[OutputT]):
             session=session,
             interaction_id=self.interaction_id,
             max_output_chars=config.max_tool_output_chars,
+            takeover=self._takeover,
         )
         self._recorder = recorder
         model_step = ModelStep(config, recorder, self._output)

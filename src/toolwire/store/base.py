@@ -201,12 +201,21 @@ class Store(ABC):
         return await self._repaired(session_id, True, max_output_chars)
 
     async def open_run(
-        self, info: SessionInfo, owner: str, *, ttl: float, max_output_chars: int = 0
+        self,
+        info: SessionInfo,
+        owner: str,
+        *,
+        ttl: float,
+        max_output_chars: int = 0,
+        takeover: bool = False,
     ) -> tuple[SessionInfo, OpenedHistory]:
         """The start of a run: :meth:`ensure_session`, :func:`check_owner` (a session of someone else, or
         elsewhere in the tree, is refused with :class:`~toolwire.errors.SessionAccessError` before
         anything is locked or read), :meth:`lock_session` and :meth:`open_history`. A store may do them
-        in one transaction (the SQL store does: one round trip instead of four when many runs start)."""
+        in one transaction (the SQL store does: one round trip instead of four when many runs start).
+        ``takeover``: the run continues a dead replica's; a store with leases (SQL) then claims only a
+        lease still held and expired, so a run another replica took over and finished is not taken again.
+        Stores without leases claim as for any run."""
         stored = await self.ensure_session(info)
         check_owner(stored, info.user_id, parent_session_id=info.parent_session_id)
         await self.lock_session(info.id, owner, ttl=ttl)

@@ -468,7 +468,6 @@ class SQLStore(Store):
         or held by a process of this host that no longer exists (owners made by
         :func:`~toolwire.store.base.lock_owner`): a killed run need not wait out ``ttl``.
         """
-
         await self._write("lock a session", lambda conn: self._lock_session(conn, session_id, owner, ttl))
 
     async def expired_runs(self, limit: int = 20) -> list[tuple[str, str | None]]:
@@ -559,13 +558,19 @@ class SQLStore(Store):
 
         return await self._write("truncate a conversation", op)
 
-    def _lock_session(self, conn: sa.Connection, session_id: str, owner: str, ttl: float) -> None:
+    def _lock_session(
+        self, conn: sa.Connection, session_id: str, owner: str, ttl: float, *, takeover: bool = False
+    ) -> None:
+        """:meth:`lock_session` inside ``conn``'s transaction. A ``takeover`` claims only a lease still held
+        by a dead or expired run: one that was released meanwhile (the faster replica took the run over
+        and finished it) is not taken again."""
         now = time.time()
         held = {"lock_owner": owner, "lock_expires_at": now + ttl}
-        claimable = sa.or_(
-            sessions.c.lock_owner.is_(None),
-            sessions.c.lock_owner == owner,
-            sessions.c.lock_expires_at <= now,
+        expired = sessions.c.lock_expires_at <= now
+        claimable = (
+            sa.and_(sessions.c.lock_owner.is_not(None), expired)
+            if takeover
+            else sa.or_(sessions.c.lock_owner.is_(None), sessions.c.lock_owner == owner, expired)
         )
         claim = sa.update(sessions).where(sessions.c.id == session_id, claimable).values(**held)
         if (conn.execute(claim)).rowcount == 1:
@@ -575,7 +580,7 @@ class SQLStore(Store):
         if row is None:
             raise StoreError(f"unknown session {session_id!r}: call ensure_session first")
         holder = row.lock_owner
-        if holder is None or owner_is_dead(holder):
+        if (holder is None and not takeover) or (holder is not None and owner_is_dead(holder)):
             # Freed meanwhile, or its holder was killed: claim it on condition that it is still so,
             # so of two processes taking over only one wins.
             same = sessions.c.lock_owner.is_(None) if holder is None else sessions.c.lock_owner == holder
@@ -585,7 +590,13 @@ class SQLStore(Store):
         raise SessionBusyError(f"session {session_id} is busy with another run")
 
     async def open_run(
-        self, info: SessionInfo, owner: str, *, ttl: float, max_output_chars: int = 0
+        self,
+        info: SessionInfo,
+        owner: str,
+        *,
+        ttl: float,
+        max_output_chars: int = 0,
+        takeover: bool = False,
     ) -> tuple[SessionInfo, OpenedHistory]:
         """:meth:`Store.open_run` in one write transaction: a burst of starting runs costs one group commit
         on SQLite's writer thread (one pooled connection on PostgreSQL) instead of three writes and two reads
@@ -596,7 +607,7 @@ class SQLStore(Store):
         def op(conn: sa.Connection) -> tuple[SessionInfo, OpenedHistory]:
             stored = self._ensure_session(conn, info)
             check_owner(stored, info.user_id, parent_session_id=info.parent_session_id)
-            self._lock_session(conn, info.id, owner, ttl)
+            self._lock_session(conn, info.id, owner, ttl, takeover=takeover)
             opened = repaired_history(
                 [message_from_row(row) for row in conn.execute(message_query)],
                 [tool_call_from_row(row) for row in conn.execute(calls_query)],
