@@ -80,8 +80,21 @@ async def hold_lock(store, job):
     await store.unlock_session(job["session_id"], owner)
 
 
+async def open_fresh_files(job):
+    # One "go" per file: every worker opens the same new file at the same instant.
+    for url in job["urls"]:
+        sys.stdin.readline()
+        store = await SQLStore.open(url)
+        await store.close()
+        print("opened", flush=True)
+
+
 async def main(job):
     print("ready", flush=True)
+    if job["mode"] == "open":
+        await open_fresh_files(job)
+        print("done", flush=True)
+        return
     sys.stdin.readline()
     store = await SQLStore.open(job["url"], **job["options"])
     try:
@@ -168,6 +181,30 @@ async def test_processes_writing_different_sessions(target: Target) -> None:
         assert {s.id for s in await store.list_sessions(user_id="user0")} == {"proc0", "proc2"}
     finally:
         await store.close()
+
+
+async def test_processes_opening_a_new_sqlite_file_together(tmp_path: Any) -> None:
+    # Switching a new file to WAL takes an exclusive lock for which SQLite skips the busy handler: racing
+    # processes got "database is locked" at once (seen in CI, 1 run in ~30). 30 fresh files per run.
+    urls = [f"sqlite:///{tmp_path / f'fresh{n}.db'}" for n in range(30)]
+    target = Target(engine="sqlite", url=urls[0])
+    workers = [await _Worker.start(target, mode="open", urls=urls) for _ in range(5)]
+    for worker in workers:
+        await worker.expect("ready")
+    for _ in urls:
+        for worker in workers:
+            worker.send("go")
+        for worker in workers:
+            await worker.expect("opened")
+    await asyncio.gather(*(w.finish() for w in workers))
+    for url in urls:
+        store = await SQLStore.open(url)
+        try:
+            async with store.engine.connect() as connection:
+                mode = (await connection.exec_driver_sql("PRAGMA journal_mode")).scalar_one()
+            assert mode == "wal"
+        finally:
+            await store.close()
 
 
 async def test_processes_appending_to_one_session_get_dense_positions(target: Target) -> None:

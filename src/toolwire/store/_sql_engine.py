@@ -12,6 +12,7 @@ import contextlib
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -238,7 +239,7 @@ def configure_sqlite(engine: sa.Engine, url: URL) -> None:
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")  # first: the next pragmas may wait
         cursor.execute("PRAGMA foreign_keys = ON")
-        cursor.execute("PRAGMA journal_mode = WAL")  # readers never block the writer, nor it them
+        _enter_wal(cursor)  # readers never block the writer, nor it them
         # WAL + NORMAL: a commit survives a process crash (SIGKILL); only an OS crash or power loss can drop
         # the last commits. FULL would fsync every one of the several commits per step (~10x slower).
         cursor.execute("PRAGMA synchronous = NORMAL")
@@ -253,6 +254,23 @@ def configure_sqlite(engine: sa.Engine, url: URL) -> None:
             driver.execute(statement)  # a step's statements (the aiosqlite engine goes the long way)
         else:
             conn.exec_driver_sql(statement)
+
+
+def _enter_wal(cursor: Any) -> None:
+    # Switching a new database to WAL takes an exclusive lock, and SQLite skips the busy handler for that
+    # lock when another process is mid-change (to avoid a deadlock): processes racing on a fresh file get
+    # "database is locked" at once. Retry within the busy timeout; once in WAL the pragma takes no lock.
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    pause = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
 
 
 def retryable(exc: DBAPIError) -> bool:
