@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 
+from toolwire.messages import Message
+from toolwire.models import OpenAIChatModel
+from toolwire.models.base import (
+    Finish,
+    ModelRequest,
+    ModelStreamPart,
+    StreamError,
+    ToolInputDelta,
+    ToolInputEnd,
+)
 from toolwire.models.openai_chat._stream import ChatParser
 
 
@@ -82,3 +96,283 @@ def test_the_fast_path_is_taken_for_a_bare_fragment() -> None:
         parser.feed(chunk)
     assert parser._next_fragment(_chunk(_args('{"x": '))) is not None
     assert parser._next_fragment(_chunk(_args("1}"), "tool_calls")) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# The byte fast path (ChunkTemplate): a chunk read without JSON decoding gives the general path's parts
+
+
+_BASE = {
+    "id": "chatcmpl-Dx0X",
+    "object": "chat.completion.chunk",
+    "created": 1782955817,
+    "model": "gpt-4o-mini-2024-07-18",
+    "service_tier": "default",
+    "system_fingerprint": "fp_d0469e1700",
+}
+"""The fields of a recorded OpenAI chunk (tests/recordings/pydantic-ai/.../test_run_stream_sync_streams_real_model.yaml)."""
+
+
+def _wire(delta: dict[str, Any], finish: str | None = None, padding: str | None = "Qp3", **extra: Any) -> Any:
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+    chunk: dict[str, Any] = {**_BASE, "choices": [choice], "usage": None, **extra}
+    if padding is not None:
+        chunk["obfuscation"] = padding
+    return chunk
+
+
+def _opening(call_id: str = "call_a", name: str = "save", index: int = 0) -> Any:
+    call = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+    return _wire({"role": "assistant", "content": None, "tool_calls": [call], "refusal": None})
+
+
+def _fragment(text: str, index: int = 0, padding: str | None = "Qp3", **call: Any) -> Any:
+    return _wire(_args(text, index, **call), padding=padding)
+
+
+def _closing() -> list[Any]:
+    return [
+        _wire({}, "tool_calls"),
+        {**_BASE, "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}},
+    ]
+
+
+_ESCAPES = ['{"a":\n\t"', 'say \\"hi\\" ', "\\\\ ", "\\n\\t/ ", "é \\u00e9 ", "😀 \\ud83d\\ude00", '"}']
+"""Fragments of argument text (JSON itself) whose wire form holds escapes (\\", \\\\, \\n, \\t, \\u; on the
+ASCII wire also the non-ASCII characters, 😀 as a surrogate pair)."""
+
+BYTE_STREAMS: dict[str, list[Any]] = {
+    "escapes and \\u sequences": [_opening(), *[_fragment(f) for f in _ESCAPES], *_closing()],
+    "non-ASCII text": [
+        _opening(),
+        *[_fragment(f) for f in ['{"t": "', "déjà vu ", "日本語 😀", '"}']],
+        *_closing(),
+    ],
+    "padding that changes length": [
+        _opening(),
+        *[_fragment(f, padding="x" * n) for n, f in enumerate(['{"n": ', "12", "34", "}"], start=1)],
+        *_closing(),
+    ],
+    "no padding": [_opening(), *[_fragment(f, padding=None) for f in ['{"n": ', "1", "2", "}"]], *_closing()],
+    "padding that is not alphanumeric": [
+        _opening(),
+        *[_fragment(f, padding=p) for f, p in [('{"n": ', "a-b"), ("1", "c_d"), ("}", "")]],
+        *_closing(),
+    ],
+    "fragments that look like the chunk's own bytes": [
+        _opening(),
+        _fragment('{"x": "'),
+        _fragment('"}}]},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"'),
+        _fragment('\\"}}]}\\\\'),
+        _fragment('"}'),
+        *_closing(),
+    ],
+    "an empty fragment after the first ones": [
+        _opening(),
+        _fragment('{"x": '),
+        _fragment("1"),
+        _fragment(""),
+        _fragment("}"),
+        *_closing(),
+    ],
+    "a chunk with two tool calls": [
+        _opening(),
+        _fragment('{"x": '),
+        _fragment("1"),
+        _wire(
+            {
+                "tool_calls": [
+                    {"index": 0, "function": {"arguments": "}"}},
+                    {
+                        "index": 1,
+                        "id": "call_b",
+                        "type": "function",
+                        "function": {"name": "g", "arguments": "{"},
+                    },
+                ]
+            }
+        ),
+        _fragment("}", index=1),
+        _fragment("}", index=1),
+        *_closing(),
+    ],
+    "a chunk with content and arguments": [
+        _opening(),
+        _fragment('{"x": '),
+        _fragment("1"),
+        _wire({"content": "and", **_args("2")}),
+        _fragment("3"),
+        _fragment("}"),
+        *_closing(),
+    ],
+    "a fragment with the finish reason": [
+        _opening(),
+        _fragment('{"x": '),
+        _fragment("1"),
+        _wire(_args("}"), "tool_calls"),
+        *_closing()[1:],
+    ],
+    "a usage chunk between fragments": [
+        _opening(),
+        _fragment('{"x": '),
+        _fragment("1"),
+        {**_BASE, "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}},
+        _fragment("}"),
+        *_closing(),
+    ],
+    "a new call id on the same index": [
+        _opening(),
+        _fragment('{"x": '),
+        _fragment("1}"),
+        _opening(call_id="call_b", name="g"),
+        _fragment("{"),
+        _fragment("}"),
+        *_closing(),
+    ],
+    "an id on a fragment": [
+        _opening(),
+        _fragment('{"x": '),
+        _fragment("1}", id="call_c", function={"name": "g", "arguments": "1}"}),
+        _fragment("["),
+        _fragment("]"),
+        *_closing(),
+    ],
+    "another index": [
+        _opening(),
+        _fragment('{"x": '),
+        _fragment("1", index=1),
+        _fragment("2"),
+        _fragment("}"),
+        *_closing(),
+    ],
+    "a type on a fragment": [
+        _opening(),
+        _fragment('{"x": '),
+        _fragment("1", type="function"),
+        _fragment("2"),
+        _fragment("}"),
+        *_closing(),
+    ],
+    "a key after the padding": [
+        _opening(),
+        _fragment('{"x": '),
+        _fragment("1"),
+        {**_fragment("2"), "type": "error"},  # ends in '"}' like the padding: an error event all the same
+    ],
+    "another value with the arguments key": [
+        _opening(),
+        _fragment('{"x": '),
+        {**_fragment("1"), "model": {"arguments": "1"}},  # the fragment's key twice: never learned
+        {**_fragment("1"), "model": {"arguments": "2"}},
+        _fragment("}"),
+        *_closing(),
+    ],
+}
+
+_NEVER_FAST = {"padding that is not alphanumeric"}
+_ENDS_IN_ERROR = {"a key after the padding"}
+
+
+def _body(chunks: list[Any], *, ascii_only: bool, spaced: bool = False) -> bytes:
+    separators = (", ", ": ") if spaced else (",", ":")
+    events = [json.dumps(c, separators=separators, ensure_ascii=ascii_only) for c in chunks]
+    return "".join(f"data: {e}\n\n" for e in [*events, "[DONE]"]).encode()
+
+
+def _client(body: bytes, size: int) -> httpx.AsyncClient:
+    class _Chunks(httpx.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            for start in range(0, len(body), size):
+                yield body[start : start + size]
+
+    def handler(_: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_Chunks())
+
+    return httpx.AsyncClient(transport=httpx.MockTransport(handler))
+
+
+def _comparable(part: Any) -> Any:
+    # A StreamError holds an exception, equal only to itself: compared by type and message.
+    return (type(part.error).__name__, str(part.error)) if isinstance(part, StreamError) else part
+
+
+async def _stream(body: bytes, size: int) -> list[Any]:
+    model = OpenAIChatModel("gpt-4o", api_key="k", http_client=_client(body, size))
+    request = ModelRequest(messages=[Message.user("go")])
+    return [_comparable(part) async for part in model.stream(request)]
+
+
+def _general(body: bytes, size: int, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The same bytes through the general path: every chunk decoded and read field by field."""
+    with monkeypatch.context() as patch:
+        patch.delattr(ChatParser, "feed_data")
+        patch.setattr(ChatParser, "_next_fragment", lambda self, chunk: None)
+        return asyncio.run(_stream(body, size))
+
+
+def _fast(body: bytes, size: int, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], int]:
+    """The same bytes through the real path, and how many chunks it read without decoding them."""
+    hits = [0]
+    feed_data = ChatParser.feed_data
+
+    def counting(self: ChatParser, data: bytes) -> list[ModelStreamPart] | None:
+        parts = feed_data(self, data)
+        hits[0] += parts is not None
+        return parts
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ChatParser, "feed_data", counting)
+        return asyncio.run(_stream(body, size)), hits[0]
+
+
+@pytest.mark.parametrize("ascii_only", [True, False], ids=["ascii", "utf-8"])
+@pytest.mark.parametrize("size", [5, 4096], ids=["5-byte network chunks", "4 KB network chunks"])
+@pytest.mark.parametrize("name", list(BYTE_STREAMS))
+def test_byte_fast_path_matches_the_general_path(
+    name: str, size: int, ascii_only: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = _body(BYTE_STREAMS[name], ascii_only=ascii_only)
+    general = _general(body, size, monkeypatch)
+    fast, hits = _fast(body, size, monkeypatch)
+    assert fast == general
+    assert isinstance(general[-1], tuple if name in _ENDS_IN_ERROR else Finish)
+    # Taken wherever two fragment chunks in a row share their bytes around the fragment.
+    assert (hits > 0) == (name not in _NEVER_FAST)
+
+
+def test_the_byte_fast_path_reads_bare_fragments_with_escapes_and_partial_arguments_stream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    body = _body(BYTE_STREAMS["escapes and \\u sequences"], ascii_only=True)
+    fast, hits = _fast(body, 7, monkeypatch)
+    # The first fragment teaches the template; every later one is read from the bytes.
+    assert hits == len(_ESCAPES) - 1
+    deltas = [p.delta for p in fast if isinstance(p, ToolInputDelta)]
+    assert deltas == _ESCAPES
+    end = next(p for p in fast if isinstance(p, ToolInputEnd))
+    assert end.args == {"a": 'say "hi" \\ \n\t/ é é 😀 😀'}
+
+
+def test_spaced_json_is_read_by_the_general_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    body = _body(BYTE_STREAMS["non-ASCII text"], ascii_only=False, spaced=True)
+    fast, hits = _fast(body, 4096, monkeypatch)
+    assert hits == 0
+    assert fast == _general(body, 4096, monkeypatch)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [b"a\x01b", b"\\x", b"\\ud800", b"\xff\xfe", b"ab\\"],
+    ids=["control character", "invalid escape", "lone surrogate", "invalid UTF-8", "escaped closing quote"],
+)
+def test_an_invalid_fragment_fails_as_on_the_general_path(
+    bad: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good = _body([_opening(), _fragment('{"x": '), _fragment("1")], ascii_only=True)
+    fragment = _body([_fragment("1")], ascii_only=True).split(b"\n\n")[0]
+    body = good.replace(
+        b"data: [DONE]\n\n", fragment.replace(b'"arguments":"1"', b'"arguments":"' + bad + b'"')
+    )
+    general = _general(body + b"\n\n", 4096, monkeypatch)
+    assert isinstance(general[-1], tuple) and general[-1][0] == "ProviderProtocolError"
+    assert _fast(body + b"\n\n", 4096, monkeypatch)[0] == general

@@ -31,6 +31,7 @@ from toolwire.models._openai_shared import (
 from toolwire.models._providers import url_host
 from toolwire.models.base import Finish, ModelStreamPart, ResponseMetadata, ToolInputDelta, ToolInputStart
 from toolwire.models.openai_chat._request import REASONING_FIELDS
+from toolwire.models.openai_chat._template import ChunkTemplate
 
 USAGE_QUIRKS: Mapping[str, UsageQuirk] = MappingProxyType(
     {
@@ -129,13 +130,35 @@ class ChatParser:
         self.raw_finish: str | None = None
         self.usage: Usage | None = None
         self.done = False
+        self._template: tuple[_Call, ChunkTemplate] | None = None
+        """The bytes of the last argument-only chunk and its call, while the parser's state is unchanged."""
+        self._data: bytes | None = None
+        """The bytes of the chunk :meth:`feed_data` handed back, which ``feed`` gets next, decoded."""
+
+    def feed_data(self, data: bytes) -> list[ModelStreamPart] | None:
+        """A chunk's bytes, read without decoding when they are the last argument-only chunk's around another
+        fragment (the same structure, so :meth:`feed` would take its fast path). None: decode it and feed it."""
+        text = None
+        if self._template is not None:
+            call, template = self._template
+            text = template.fragment(data)
+        if text is None:
+            self._data = data
+            return None
+        call.acc.add(text)
+        return [ToolInputDelta(tool_call_id=call.id, delta=text)]
 
     def feed(self, chunk: Json) -> list[ModelStreamPart]:
+        data, self._data = self._data, None
         fragment = self._next_fragment(chunk)
         if fragment is not None:
             call, text = fragment
+            if data is not None:
+                learned = ChunkTemplate.learn(data, text)
+                self._template = (call, learned) if learned is not None else self._template
             call.acc.add(text)
             return [ToolInputDelta(tool_call_id=call.id, delta=text)]
+        self._template = None  # the general path may change what the next chunk means
         if chunk.get("type") == DONE:
             self.done = True
             return self._finish()
