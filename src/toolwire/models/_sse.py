@@ -9,11 +9,25 @@ multi-line data (https://html.spec.whatwg.org/multipage/server-sent-events.html#
 
 from __future__ import annotations
 
+import re
+from itertools import chain
 from typing import TypeAlias
 
 SSEEvent: TypeAlias = tuple[str, bytes]
 """An event's ``event:`` field (``"message"`` when absent) and its data. A plain tuple: building a
 dataclass per event cost a third of the framing. (``id:`` is read past: no adapter resumes a stream.)"""
+
+
+_USUAL = re.compile(rb"(event: [^\n]*\n)?data: ([^\n]*)\n\n")
+"""The usual event: one data line, maybe after a name line. A run of them is cut by one ``findall``."""
+
+
+class _Names(dict[bytes, str]):
+    """An ``event:`` line -> the event's name, decoded once per distinct line (no line: the default)."""
+
+    def __missing__(self, line: bytes) -> str:
+        name = self[line] = line[7:-1].decode("utf-8", "replace").strip() or "message"
+        return name
 
 
 class SSEDecoder:
@@ -22,7 +36,7 @@ class SSEDecoder:
     def __init__(self) -> None:
         self._buffer = b""
         self._cr = False  # the last chunk ended in CR: maybe half of a CRLF
-        self._names: dict[bytes, str] = {}  # event names seen, decoded once
+        self._names = _Names()
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         if self._cr:
@@ -37,8 +51,12 @@ class SSEDecoder:
             self._buffer = buffer
             return []
         self._buffer = buffer[end + 2 :]
-        events: list[SSEEvent] = []
         names = self._names
+        found: list[tuple[bytes, bytes]] = _USUAL.findall(buffer, 0, end + 2)
+        # The matches cover the events exactly when their lengths add up (findall skips what does not match).
+        if sum(map(len, chain.from_iterable(found))) + 8 * len(found) == end + 2:
+            return [(names[line], data) for line, data in found]
+        events: list[SSEEvent] = []
         for block in buffer[:end].split(b"\n\n"):
             if block.startswith(b"data: ") and b"\n" not in block:  # the usual event: one data line
                 events.append(("message", block[6:]))
@@ -46,11 +64,7 @@ class SSEDecoder:
             if block.startswith(b"event: "):  # or a name line, then one data line (Anthropic, Responses)
                 line_end = block.find(b"\n")
                 if block.startswith(b"data: ", line_end + 1) and block.find(b"\n", line_end + 1) < 0:
-                    raw = block[7:line_end]
-                    name = names.get(raw)
-                    if name is None:
-                        name = names[raw] = raw.decode("utf-8", "replace").strip() or "message"
-                    events.append((name, block[line_end + 7 :]))
+                    events.append((names[block[: line_end + 1]], block[line_end + 7 :]))
                     continue
             if block:
                 _parse_block(block, events)
