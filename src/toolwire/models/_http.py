@@ -195,10 +195,10 @@ class WireParser(Protocol):
 @runtime_checkable
 class DataParser(WireParser, Protocol):
     """A parser of server-sent events that reads some events' data itself, without decoding it as JSON
-    first (its model's body is always read as SSE: an override of ``_stream_batches`` is not used)."""
+    first (when its model's ``_sse_body`` is set; the base class's ``_stream_batches`` is then not used)."""
 
-    def feed_data(self, data: bytes) -> list[ModelStreamPart] | None:
-        """The parts of an unnamed event's data; None: decode it and :meth:`feed` it (next, always)."""
+    def feed_data(self, name: str, data: bytes) -> list[ModelStreamPart] | None:
+        """The parts of an event (its name and data); None: decode it and :meth:`feed` it (next, always)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -234,6 +234,10 @@ class HTTPModel(Model):
     ``Agent.run_sync`` closes the model when its loop ends). ``stream=False`` asks for one JSON body, read
     into the same parts. ``headers`` are added to every request.
     """
+
+    _sse_body = True
+    """A streamed body is server-sent events, read here (an adapter reading another format in its own
+    ``_stream_batches`` sets False: its parser is then fed decoded events only)."""
 
     def __init__(
         self,
@@ -296,7 +300,7 @@ class HTTPModel(Model):
             metadata = self._response_metadata(response)
             if metadata is not None:
                 yield metadata
-            feed_data = parser.feed_data if isinstance(parser, DataParser) else None
+            feed_data = parser.feed_data if self._sse_body and isinstance(parser, DataParser) else None
             batches: AsyncGenerator[list[Json | StreamError], None] | AsyncGenerator[list[SSEEvent], None]
             if self._is_whole(response):
                 batches = self._whole(response)
@@ -310,7 +314,7 @@ class HTTPModel(Model):
                     for item in batch:
                         if isinstance(item, tuple):  # undecoded (a DataParser's stream)
                             name, data = item
-                            parts = feed_data(data) if feed_data is not None and name == "message" else None
+                            parts = feed_data(name, data) if feed_data is not None else None
                             if parts is not None:
                                 for part in parts:
                                     yield part

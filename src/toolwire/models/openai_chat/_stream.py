@@ -18,6 +18,7 @@ from toolwire.models._builder import (
     text_start,
 )
 from toolwire.models._catalog import UsageQuirk
+from toolwire.models._delta_shortcut import DeltaShortcut
 from toolwire.models._http import DONE, Json, protocol_error
 from toolwire.models._openai_shared import (
     PROVIDER,
@@ -31,7 +32,6 @@ from toolwire.models._openai_shared import (
 from toolwire.models._providers import url_host
 from toolwire.models.base import Finish, ModelStreamPart, ResponseMetadata, ToolInputDelta, ToolInputStart
 from toolwire.models.openai_chat._request import REASONING_FIELDS
-from toolwire.models.openai_chat._template import ChunkTemplate
 
 USAGE_QUIRKS: Mapping[str, UsageQuirk] = MappingProxyType(
     {
@@ -130,35 +130,21 @@ class ChatParser:
         self.raw_finish: str | None = None
         self.usage: Usage | None = None
         self.done = False
-        self._template: tuple[_Call, ChunkTemplate] | None = None
-        """The bytes of the last argument-only chunk and its call, while the parser's state is unchanged."""
-        self._data: bytes | None = None
-        """The bytes of the chunk :meth:`feed_data` handed back, which ``feed`` gets next, decoded."""
+        self._shortcut = DeltaShortcut(b'"arguments":"')
 
-    def feed_data(self, data: bytes) -> list[ModelStreamPart] | None:
-        """A chunk's bytes, read without decoding when they are the last argument-only chunk's around another
-        fragment (the same structure, so :meth:`feed` would take its fast path). None: decode it and feed it."""
-        text = None
-        if self._template is not None:
-            call, template = self._template
-            text = template.fragment(data)
-        if text is None:
-            self._data = data
-            return None
-        call.acc.add(text)
-        return [ToolInputDelta(tool_call_id=call.id, delta=text)]
+    def feed_data(self, name: str, data: bytes) -> list[ModelStreamPart] | None:
+        """An event's data, read without decoding when it is the last bare fragment's bytes around another
+        fragment (:class:`DeltaShortcut`). None: decode it and :meth:`feed` it."""
+        return self._shortcut.read(name, data)
 
     def feed(self, chunk: Json) -> list[ModelStreamPart]:
-        data, self._data = self._data, None
+        self._shortcut.general()
         fragment = self._next_fragment(chunk)
         if fragment is not None:
             call, text = fragment
-            if data is not None:
-                learned = ChunkTemplate.learn(data, text)
-                self._template = (call, learned) if learned is not None else self._template
+            self._shortcut.learn(call.acc, call.id, text)
             call.acc.add(text)
             return [ToolInputDelta(tool_call_id=call.id, delta=text)]
-        self._template = None  # the general path may change what the next chunk means
         if chunk.get("type") == DONE:
             self.done = True
             return self._finish()

@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 
-from toolwire.messages import Message
+from tests.models import shortcut
 from toolwire.models import OpenAIChatModel
-from toolwire.models.base import (
-    Finish,
-    ModelRequest,
-    ModelStreamPart,
-    StreamError,
-    ToolInputDelta,
-    ToolInputEnd,
-)
+from toolwire.models.base import Finish, ToolInputDelta, ToolInputEnd
 from toolwire.models.openai_chat._stream import ChatParser
 
 
@@ -264,6 +255,7 @@ BYTE_STREAMS: dict[str, list[Any]] = {
         _fragment('{"x": '),
         {**_fragment("1"), "model": {"arguments": "1"}},  # the fragment's key twice: never learned
         {**_fragment("1"), "model": {"arguments": "2"}},
+        _fragment(" "),
         _fragment("}"),
         *_closing(),
     ],
@@ -279,50 +271,19 @@ def _body(chunks: list[Any], *, ascii_only: bool, spaced: bool = False) -> bytes
     return "".join(f"data: {e}\n\n" for e in [*events, "[DONE]"]).encode()
 
 
-def _client(body: bytes, size: int) -> httpx.AsyncClient:
-    class _Chunks(httpx.AsyncByteStream):
-        async def __aiter__(self) -> AsyncIterator[bytes]:
-            for start in range(0, len(body), size):
-                yield body[start : start + size]
-
-    def handler(_: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_Chunks())
-
-    return httpx.AsyncClient(transport=httpx.MockTransport(handler))
-
-
-def _comparable(part: Any) -> Any:
-    # A StreamError holds an exception, equal only to itself: compared by type and message.
-    return (type(part.error).__name__, str(part.error)) if isinstance(part, StreamError) else part
-
-
-async def _stream(body: bytes, size: int) -> list[Any]:
-    model = OpenAIChatModel("gpt-4o", api_key="k", http_client=_client(body, size))
-    request = ModelRequest(messages=[Message.user("go")])
-    return [_comparable(part) async for part in model.stream(request)]
+def _model(client: httpx.AsyncClient) -> OpenAIChatModel:
+    return OpenAIChatModel("gpt-4o", api_key="k", http_client=client)
 
 
 def _general(body: bytes, size: int, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The same bytes through the general path: every chunk decoded and read field by field."""
     with monkeypatch.context() as patch:
-        patch.delattr(ChatParser, "feed_data")
         patch.setattr(ChatParser, "_next_fragment", lambda self, chunk: None)
-        return asyncio.run(_stream(body, size))
+        return shortcut.general(_model, ChatParser, body, size, patch)
 
 
 def _fast(body: bytes, size: int, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], int]:
-    """The same bytes through the real path, and how many chunks it read without decoding them."""
-    hits = [0]
-    feed_data = ChatParser.feed_data
-
-    def counting(self: ChatParser, data: bytes) -> list[ModelStreamPart] | None:
-        parts = feed_data(self, data)
-        hits[0] += parts is not None
-        return parts
-
-    with monkeypatch.context() as patch:
-        patch.setattr(ChatParser, "feed_data", counting)
-        return asyncio.run(_stream(body, size)), hits[0]
+    return shortcut.fast(_model, body, size, monkeypatch)
 
 
 @pytest.mark.parametrize("ascii_only", [True, False], ids=["ascii", "utf-8"])
