@@ -115,29 +115,6 @@ def _anthropic_model(client: httpx.AsyncClient) -> AnthropicModel:
     return AnthropicModel("claude-sonnet-4-5", api_key="k", http_client=client)
 
 
-@pytest.mark.parametrize("ascii_only", [True, False], ids=["ascii", "utf-8"])
-@pytest.mark.parametrize("size", [5, 4096], ids=["5-byte network chunks", "4 KB network chunks"])
-@pytest.mark.parametrize("name", list(ANTHROPIC))
-def test_anthropic_shortcut_matches_the_general_path(
-    name: str, size: int, ascii_only: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    body = _sse(ANTHROPIC[name], ascii_only=ascii_only)
-    general = shortcut.general(_anthropic_model, AnthropicEventParser, body, size, monkeypatch)
-    fast, hits = shortcut.fast(_anthropic_model, body, size, monkeypatch)
-    assert fast == general
-    assert isinstance(general[-1], Finish)
-    assert hits > 0
-
-
-def test_anthropic_fragments_stream_as_they_arrive(monkeypatch: pytest.MonkeyPatch) -> None:
-    body = _sse(ANTHROPIC["escapes and \\u sequences"], ascii_only=True)
-    fast, hits = shortcut.fast(_anthropic_model, body, 7, monkeypatch)
-    assert hits == len(_ESCAPES) - 1  # the first teaches the shortcut
-    assert [p.delta for p in fast if isinstance(p, ToolInputDelta)] == _ESCAPES
-    end = next(p for p in fast if isinstance(p, ToolInputEnd))
-    assert end.args == {"a": 'say "hi" \\ \n\t/ é é 😀 😀'}
-
-
 # ---------------------------------------------------------------------------------------------
 # Responses (sequence numbers change on every event)
 
@@ -150,7 +127,7 @@ def _responses(*middle: dict[str, Any], calls: tuple[str, ...] = ("fc_1",)) -> l
         "model": "gpt-4o",
         "output": [],
     }
-    opened = [
+    opened: list[dict[str, Any]] = [
         {
             "type": "response.output_item.added",
             "output_index": i,
@@ -229,24 +206,36 @@ def _responses_model(client: httpx.AsyncClient) -> OpenAIResponsesModel:
     return OpenAIResponsesModel("gpt-4o", api_key="k", http_client=client)
 
 
+# ---------------------------------------------------------------------------------------------
+# Both wires
+
+WIRES: dict[str, tuple[shortcut.ModelFactory, type, dict[str, list[Event]]]] = {
+    "anthropic": (_anthropic_model, AnthropicEventParser, ANTHROPIC),
+    "responses": (_responses_model, ResponsesParser, RESPONSES),
+}
+
+
 @pytest.mark.parametrize("ascii_only", [True, False], ids=["ascii", "utf-8"])
 @pytest.mark.parametrize("size", [5, 4096], ids=["5-byte network chunks", "4 KB network chunks"])
-@pytest.mark.parametrize("name", list(RESPONSES))
-def test_responses_shortcut_matches_the_general_path(
-    name: str, size: int, ascii_only: bool, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("wire", "name"), [(w, n) for w, (_, _, streams) in WIRES.items() for n in streams])
+def test_shortcut_matches_the_general_path(
+    wire: str, name: str, size: int, ascii_only: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    body = _sse(RESPONSES[name], ascii_only=ascii_only)
-    general = shortcut.general(_responses_model, ResponsesParser, body, size, monkeypatch)
-    fast, hits = shortcut.fast(_responses_model, body, size, monkeypatch)
+    model, parser, streams = WIRES[wire]
+    body = _sse(streams[name], ascii_only=ascii_only)
+    general = shortcut.general(model, parser, body, size, monkeypatch)
+    fast, hits = shortcut.fast(model, body, size, monkeypatch)
     assert fast == general
     assert isinstance(general[-1], Finish)
     assert hits > 0
 
 
-def test_responses_fragments_stream_as_they_arrive(monkeypatch: pytest.MonkeyPatch) -> None:
-    body = _sse(RESPONSES["escapes and \\u sequences"], ascii_only=True)
-    fast, hits = shortcut.fast(_responses_model, body, 7, monkeypatch)
-    assert hits == len(_ESCAPES) - 1
+@pytest.mark.parametrize("wire", list(WIRES))
+def test_fragments_stream_as_they_arrive(wire: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    model, _, streams = WIRES[wire]
+    body = _sse(streams["escapes and \\u sequences"], ascii_only=True)
+    fast, hits = shortcut.fast(model, body, 7, monkeypatch)
+    assert hits == len(_ESCAPES) - 1  # the first teaches the shortcut
     assert [p.delta for p in fast if isinstance(p, ToolInputDelta)] == _ESCAPES
     end = next(p for p in fast if isinstance(p, ToolInputEnd))
     assert end.args == {"a": 'say "hi" \\ \n\t/ é é 😀 😀'}
