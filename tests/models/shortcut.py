@@ -42,12 +42,10 @@ async def _stream(model: ModelFactory, body: bytes, size: int) -> list[Any]:
     return [_comparable(part) async for part in model(chunked_client(body, size)).stream(request)]
 
 
-def general(
-    model: ModelFactory, parser: type, body: bytes, size: int, monkeypatch: pytest.MonkeyPatch
-) -> list[Any]:
-    """The parts of ``body`` with every event decoded and fed (``parser`` without ``feed_data``)."""
+def general(model: ModelFactory, body: bytes, size: int, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The parts of ``body`` with every event decoded and fed (no parser's ``feed_data`` used)."""
     with monkeypatch.context() as patch:
-        patch.delattr(parser, "feed_data")
+        patch.setattr(HTTPModel, "_sse_body", False)
         return asyncio.run(_stream(model, body, size))
 
 

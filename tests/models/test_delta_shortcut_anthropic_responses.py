@@ -11,9 +11,7 @@ import pytest
 
 from tests.models import shortcut
 from toolwire.models import AnthropicModel, OpenAIResponsesModel
-from toolwire.models.anthropic._stream import AnthropicEventParser
 from toolwire.models.base import Finish, ToolInputDelta, ToolInputEnd
-from toolwire.models.openai_responses._stream import ResponsesParser
 
 _ESCAPES = ['{"a":\n\t"', 'say \\"hi\\" ', "\\\\ ", "\\n\\t/ ", "é \\u00e9 ", "😀 \\ud83d\\ude00", '"}']
 """Argument text (JSON itself) whose wire form holds escapes; on the ASCII wire also \\u sequences."""
@@ -209,21 +207,21 @@ def _responses_model(client: httpx.AsyncClient) -> OpenAIResponsesModel:
 # ---------------------------------------------------------------------------------------------
 # Both wires
 
-WIRES: dict[str, tuple[shortcut.ModelFactory, type, dict[str, list[Event]]]] = {
-    "anthropic": (_anthropic_model, AnthropicEventParser, ANTHROPIC),
-    "responses": (_responses_model, ResponsesParser, RESPONSES),
+WIRES: dict[str, tuple[shortcut.ModelFactory, dict[str, list[Event]]]] = {
+    "anthropic": (_anthropic_model, ANTHROPIC),
+    "responses": (_responses_model, RESPONSES),
 }
 
 
 @pytest.mark.parametrize("ascii_only", [True, False], ids=["ascii", "utf-8"])
 @pytest.mark.parametrize("size", [5, 4096], ids=["5-byte network chunks", "4 KB network chunks"])
-@pytest.mark.parametrize(("wire", "name"), [(w, n) for w, (_, _, streams) in WIRES.items() for n in streams])
+@pytest.mark.parametrize(("wire", "name"), [(w, n) for w, (_, streams) in WIRES.items() for n in streams])
 def test_shortcut_matches_the_general_path(
     wire: str, name: str, size: int, ascii_only: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    model, parser, streams = WIRES[wire]
+    model, streams = WIRES[wire]
     body = _sse(streams[name], ascii_only=ascii_only)
-    general = shortcut.general(model, parser, body, size, monkeypatch)
+    general = shortcut.general(model, body, size, monkeypatch)
     fast, hits = shortcut.fast(model, body, size, monkeypatch)
     assert fast == general
     assert isinstance(general[-1], Finish)
@@ -232,7 +230,7 @@ def test_shortcut_matches_the_general_path(
 
 @pytest.mark.parametrize("wire", list(WIRES))
 def test_fragments_stream_as_they_arrive(wire: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    model, _, streams = WIRES[wire]
+    model, streams = WIRES[wire]
     body = _sse(streams["escapes and \\u sequences"], ascii_only=True)
     fast, hits = shortcut.fast(model, body, 7, monkeypatch)
     assert hits == len(_ESCAPES) - 1  # the first teaches the shortcut
@@ -247,7 +245,7 @@ def test_responses_sequence_numbers_of_other_forms_go_the_general_way(
 ) -> None:
     body = _sse(RESPONSES["sequence numbers gaining digits"], ascii_only=True)
     body = body.replace(b'"sequence_number":20,', b'"sequence_number":' + number + b",")
-    general = shortcut.general(_responses_model, ResponsesParser, body, 4096, monkeypatch)
+    general = shortcut.general(_responses_model, body, 4096, monkeypatch)
     fast, hits = shortcut.fast(_responses_model, body, 4096, monkeypatch)
     assert fast == general
     assert hits > 0

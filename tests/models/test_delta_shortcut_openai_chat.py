@@ -279,7 +279,7 @@ def _general(body: bytes, size: int, monkeypatch: pytest.MonkeyPatch) -> list[An
     """The same bytes through the general path: every chunk decoded and read field by field."""
     with monkeypatch.context() as patch:
         patch.setattr(ChatParser, "_next_fragment", lambda self, chunk: None)
-        return shortcut.general(_model, ChatParser, body, size, patch)
+        return shortcut.general(_model, body, size, patch)
 
 
 def _fast(body: bytes, size: int, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], int]:
