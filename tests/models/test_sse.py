@@ -73,3 +73,16 @@ def test_usual_events_are_read_alike_alone_and_among_others(size: int, unusual: 
     }
     expected = [*USUAL_EXPECTED, *extra.get(unusual, []), *USUAL_EXPECTED]
     assert _decode((USUAL + unusual + USUAL).encode(), size) == expected
+
+
+def test_an_event_is_handed_on_by_the_chunk_that_ends_it() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: a\n") == []
+    assert decoder.feed(b"\n") == [("message", b"a")]  # the blank line split from its line
+    assert decoder.feed(b"event: e\ndata: ") == []
+    assert decoder.feed(b"b") == []
+    assert decoder.feed(b"\n") == []
+    assert decoder.feed(b"\ndata: c\n\ndata: d") == [("e", b"b"), ("message", b"c")]
+    assert decoder.feed(b"\r") == []
+    assert decoder.feed(b"\n\r\n") == [("message", b"d")]
+    assert decoder.end() == []

@@ -34,7 +34,10 @@ class SSEDecoder:
     """Feed it the body's chunks; it returns the events each one completed."""
 
     def __init__(self) -> None:
-        self._buffer = b""
+        self._buffer: list[bytes] = []
+        """The chunks since the last complete event, none holding its end: joined once, when it ends (a
+        1 MB event in 4 KB chunks, joined and searched again on every chunk, took time growing with its
+        size squared)."""
         self._cr = False  # the last chunk ended in CR: maybe half of a CRLF
         self._names = _Names()
 
@@ -45,12 +48,17 @@ class SSEDecoder:
             chunk, self._cr = chunk[:-1], True
         if b"\r" in chunk:
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        buffer = self._buffer + chunk if self._buffer else chunk
-        end = buffer.rfind(b"\n\n")
-        if end < 0:
-            self._buffer = buffer
+        pending = self._buffer
+        if chunk.find(b"\n\n") < 0 and not (
+            pending and pending[-1].endswith(b"\n") and chunk.startswith(b"\n")
+        ):
+            if chunk:
+                pending.append(chunk)
             return []
-        self._buffer = buffer[end + 2 :]
+        buffer = b"".join((*pending, chunk)) if pending else chunk
+        end = buffer.rfind(b"\n\n")
+        rest = buffer[end + 2 :]
+        self._buffer = [rest] if rest else []
         names = self._names
         found: list[tuple[bytes, bytes]] = _USUAL.findall(buffer, 0, end + 2)
         # The matches cover the events exactly when their lengths add up (findall skips what does not match).
@@ -72,7 +80,7 @@ class SSEDecoder:
 
     def end(self) -> list[SSEEvent]:
         """What a stream cut without its final blank line still delivers: its last event."""
-        rest, self._buffer, self._cr = self._buffer, b"", False
+        rest, self._buffer, self._cr = b"".join(self._buffer), [], False
         events: list[SSEEvent] = []
         if rest:
             _parse_block(rest, events)
