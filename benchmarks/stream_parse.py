@@ -8,7 +8,7 @@ back the parsed arguments (checked). Reported: MB of arguments per second (media
 the smallest to the largest size (16x bytes: linear = ~16x time). The "pydantic_core (reference)" row is
 no framework: the least any Python reader of these streams does (see pydantic_core_parse).
 
-    benchmarks/.venv/bin/python benchmarks/stream_parse.py [--quick] [--cpu] [--only toolwire,pydantic_core]
+    benchmarks/.venv/bin/python benchmarks/stream_parse.py [--quick] [--cpu] [--only toolwire,pydantic_core] [--chunk 4096]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import asyncio
 import json
 import statistics
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -129,10 +129,27 @@ BODIES: dict[str, Callable[[str], bytes]] = {
 # -- the frameworks ----------------------------------------------------------------------------------------
 
 
+CHUNK = [0]
+"""``--chunk N``: the httpx transport (toolwire's and the reference's) sends the body N bytes at a time, as
+network reads would deliver it (0: the whole body in one chunk)."""
+
+
+class _Chunks(httpx.AsyncByteStream):
+    def __init__(self, body: bytes, size: int) -> None:
+        self.body, self.size = body, size
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for start in range(0, len(self.body), self.size):
+            yield self.body[start : start + self.size]
+
+
 def _httpx_client(body: bytes) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        transport=httpx.MockTransport(lambda r: httpx.Response(200, content=body, headers={"content-type": "text/event-stream"}))
-    )
+    headers = {"content-type": "text/event-stream"}
+    if CHUNK[0]:
+        return httpx.AsyncClient(
+            transport=httpx.MockTransport(lambda r: httpx.Response(200, headers=headers, stream=_Chunks(body, CHUNK[0])))
+        )
+    return httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200, content=body, headers=headers)))
 
 
 def _httpx2_client(body: bytes) -> Any:
@@ -337,7 +354,9 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--cpu", action="store_true")
     parser.add_argument("--only", default="", help="frameworks whose names start so, comma-separated")
+    parser.add_argument("--chunk", type=int, default=0, help="network chunk size in bytes (toolwire, pydantic_core)")
     options = parser.parse_args()
+    CHUNK[0] = options.chunk
     if options.cpu:
         CLOCK[0] = time.process_time
     print(table(run(quick=options.quick, only=options.only)))

@@ -237,6 +237,11 @@ class OpenBlocks:
         block.args.add(fragment)
         return [ToolInputDelta(tool_call_id=block.id, delta=fragment)]
 
+    def tool_input(self, index: int) -> tuple[ToolArgsAccumulator, str] | None:
+        """The arguments received so far and the id of the tool call open at ``index``."""
+        block = self._blocks.get(index)
+        return (block.args, block.id) if block is not None and block.kind == "tool" else None
+
     def sign(self, index: int, *, signature: str | None = None, redacted: str | None = None) -> None:
         """A reasoning block's signature (the last one wins) or redacted data (appended as received)."""
         block = self._blocks.get(index)

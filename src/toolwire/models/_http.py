@@ -14,7 +14,7 @@ from abc import abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeAlias, TypedDict
+from typing import Any, Protocol, TypeAlias, TypedDict, runtime_checkable
 
 import httpx
 from pydantic_core import from_json
@@ -192,6 +192,15 @@ class WireParser(Protocol):
         """The body ended without a terminal event: close what is open and finish, or report the cut."""
 
 
+@runtime_checkable
+class DataParser(WireParser, Protocol):
+    """A parser of server-sent events that reads some events' data itself, without decoding it as JSON
+    first (when its model's ``_sse_body`` is set; the base class's ``_stream_batches`` is then not used)."""
+
+    def feed_data(self, name: str, data: bytes) -> list[ModelStreamPart] | None:
+        """The parts of an event (its name and data); None: decode it and :meth:`feed` it (next, always)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Exchange:
     """One request, ready to send, and the parser for its answer."""
@@ -225,6 +234,10 @@ class HTTPModel(Model):
     ``Agent.run_sync`` closes the model when its loop ends). ``stream=False`` asks for one JSON body, read
     into the same parts. ``headers`` are added to every request.
     """
+
+    _sse_body = True
+    """A streamed body is server-sent events, read here (an adapter reading another format in its own
+    ``_stream_batches`` sets False: its parser is then fed decoded events only)."""
 
     def __init__(
         self,
@@ -287,11 +300,31 @@ class HTTPModel(Model):
             metadata = self._response_metadata(response)
             if metadata is not None:
                 yield metadata
-            batches = self._whole(response) if self._is_whole(response) else self._stream_batches(response)
+            feed_data = parser.feed_data if self._sse_body and isinstance(parser, DataParser) else None
+            batches: AsyncGenerator[list[Json | StreamError], None] | AsyncGenerator[list[SSEEvent], None]
+            if self._is_whole(response):
+                batches = self._whole(response)
+            elif feed_data is not None:
+                batches = self._sse_batches(response)
+            else:
+                batches = self._stream_batches(response)
             # An error, or a terminal event, ends the read; a body that just ends is the parser's to judge.
             async with aclosing(batches):
                 async for batch in batches:
-                    for event in batch:
+                    for item in batch:
+                        if isinstance(item, tuple):  # undecoded (a DataParser's stream)
+                            name, data = item
+                            parts = feed_data(name, data) if feed_data is not None else None
+                            if parts is not None:
+                                for part in parts:
+                                    yield part
+                                continue
+                            decoded = self._sse_event(name, data)
+                            if decoded is None:
+                                continue
+                            event = decoded
+                        else:
+                            event = item
                         if isinstance(event, StreamError):
                             yield event
                             return
@@ -325,39 +358,46 @@ class HTTPModel(Model):
         """The body's events, a list per chunk read (not a generator step per event: a large tool call
         streams thousands): server-sent events whose data is a JSON object; a named event's ``type``
         defaults to its name. An invalid event ends its batch with the error."""
+        async for events in self._sse_batches(response):
+            batch: list[Json | StreamError] = []
+            for name, data in events:
+                event = self._sse_event(name, data)
+                if event is not None:
+                    batch.append(event)
+                    if isinstance(event, StreamError):
+                        yield batch
+                        return
+            if batch:
+                yield batch
+
+    async def _sse_batches(self, response: httpx.Response) -> AsyncGenerator[list[SSEEvent], None]:
+        """The body's server-sent events, undecoded, up to ``_BATCH`` at a time.
+
+        Decoded a slice at a time: a large chunk's events are not all alive at once as parsed JSON (the
+        garbage collector would scan them again and again: time no longer linear in size)."""
         decoder = SSEDecoder()
         async for chunk in response.aiter_bytes():
             events = decoder.feed(chunk)
-            # Decoded a slice at a time: a large chunk's events are not all alive at once as parsed JSON
-            # (the garbage collector would scan them again and again: time no longer linear in size).
             for start in range(0, len(events), _BATCH):
-                batch = self._sse_json(events[start : start + _BATCH])
-                if batch:
-                    yield batch
-                    if isinstance(batch[-1], StreamError):
-                        return
-        batch = self._sse_json(decoder.end())
-        if batch:
-            yield batch
+                yield events[start : start + _BATCH]
+        events = decoder.end()
+        if events:
+            yield events
 
-    def _sse_json(self, events: list[SSEEvent]) -> list[Json | StreamError]:
-        out: list[Json | StreamError] = []
-        for name, raw in events:
-            data = raw.strip()
-            if data == _DONE_BYTES:
-                out.append({"type": DONE})
-                continue
-            if not data:
-                continue
-            event = parse_json(data)
-            if not isinstance(event, dict):
-                shown = data[:200].decode("utf-8", "replace")
-                out.append(self._protocol_error(f"invalid JSON in {name!r} event: {shown!r}"))
-                return out
-            if name != "message":  # the SSE default: the data alone says what it is
-                event.setdefault("type", name)
-            out.append(event)
-        return out
+    def _sse_event(self, name: str, raw: bytes) -> Json | StreamError | None:
+        """One event's data as a JSON object (``[DONE]`` as the DONE event), an error, or None (no data)."""
+        data = raw.strip()
+        if data == _DONE_BYTES:
+            return {"type": DONE}
+        if not data:
+            return None
+        event = parse_json(data)
+        if not isinstance(event, dict):
+            shown = data[:200].decode("utf-8", "replace")
+            return self._protocol_error(f"invalid JSON in {name!r} event: {shown!r}")
+        if name != "message":  # the SSE default: the data alone says what it is
+            event.setdefault("type", name)
+        return event
 
     def _protocol_error(self, message: str, *, retryable: bool = False) -> StreamError:
         return protocol_error(message, provider=self.provider, model=self.model_name, retryable=retryable)
@@ -368,6 +408,7 @@ __all__ = [
     "DONE",
     "RETRYABLE_STATUS",
     "Connection",
+    "DataParser",
     "Exchange",
     "HTTPModel",
     "Json",

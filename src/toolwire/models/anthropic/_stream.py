@@ -26,6 +26,7 @@ from typing import Any
 from toolwire.errors import ProviderProtocolError
 from toolwire.models._blocks import FINISH_REASONS, OpenBlocks, block_finish
 from toolwire.models._builder import compact_json
+from toolwire.models._delta_shortcut import DeltaShortcut
 from toolwire.models._http import Json, protocol_error
 from toolwire.models.base import (
     Finish,
@@ -76,8 +77,13 @@ class AnthropicEventParser:
         self._stop_reason: str | None = None
         self._finish_metadata: dict[str, Any] = {}
         self.done = False
+        self._shortcut = DeltaShortcut(b'"partial_json":"')
+        self.feed_data = self._shortcut.read
+        """An event's data read without decoding when it is the last bare fragment's bytes around another
+        fragment (a DataParser of ``_http``; a bound method, not a method: one call per fragment fewer)."""
 
     def feed(self, event: Json) -> list[ModelStreamPart]:
+        self._shortcut.general()
         match event.get("type"):
             case "message_start":
                 return self._message_start(event.get("message") or {})
@@ -227,7 +233,12 @@ class AnthropicEventParser:
             case "input_json_delta":
                 # The first fragment is usually "" and carries nothing; a call without arguments sends
                 # only that one, which ToolArgsAccumulator turns into {}.
-                return self._blocks.args(index, delta.get("partial_json") or "")
+                fragment = delta.get("partial_json") or ""
+                parts = self._blocks.args(index, fragment)
+                tool_input = self._blocks.tool_input(index)
+                if parts and tool_input is not None:  # a bare fragment: the next ones may take the shortcut
+                    self._shortcut.learn(*tool_input, fragment)
+                return parts
             case "citations_delta" if index in self._citations and delta.get("citation") is not None:
                 self._citations[index].append(delta["citation"])
         return []

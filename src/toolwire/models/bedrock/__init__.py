@@ -58,6 +58,7 @@ class BedrockModel(HTTPModel):
 
     provider = PROVIDER
     otel_provider_name = "aws.bedrock"
+    _sse_body = False  # AWS event stream (an Anthropic parser on InvokeModel)
 
     def __init__(
         self,

@@ -34,6 +34,7 @@ class GeminiModel(HTTPModel):
 
     provider = PROVIDER
     supports_native_output = True
+    _sse_body = False  # SSE or a streamed JSON array, read by its _stream_batches
 
     @property
     def otel_provider_name(self) -> str:

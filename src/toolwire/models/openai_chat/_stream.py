@@ -18,6 +18,7 @@ from toolwire.models._builder import (
     text_start,
 )
 from toolwire.models._catalog import UsageQuirk
+from toolwire.models._delta_shortcut import DeltaShortcut
 from toolwire.models._http import DONE, Json, protocol_error
 from toolwire.models._openai_shared import (
     PROVIDER,
@@ -129,11 +130,17 @@ class ChatParser:
         self.raw_finish: str | None = None
         self.usage: Usage | None = None
         self.done = False
+        self._shortcut = DeltaShortcut(b'"arguments":"')
+        self.feed_data = self._shortcut.read
+        """An event's data read without decoding when it is the last bare fragment's bytes around another
+        fragment (a DataParser of ``_http``; a bound method, not a method: one call per fragment fewer)."""
 
     def feed(self, chunk: Json) -> list[ModelStreamPart]:
+        self._shortcut.general()
         fragment = self._next_fragment(chunk)
         if fragment is not None:
             call, text = fragment
+            self._shortcut.learn(call.acc, call.id, text)
             call.acc.add(text)
             return [ToolInputDelta(tool_call_id=call.id, delta=text)]
         if chunk.get("type") == DONE:

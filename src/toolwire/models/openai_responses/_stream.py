@@ -25,6 +25,7 @@ from toolwire.models._builder import (
     text_start,
     whole_tool_input,
 )
+from toolwire.models._delta_shortcut import DeltaShortcut
 from toolwire.models._http import Json, protocol_error
 from toolwire.models._openai_shared import PROVIDER, as_dict, error_event, finish_reason, meta, usage_from
 from toolwire.models.base import (
@@ -102,8 +103,13 @@ class ResponsesParser:
             "response.failed": self._failed,
             "error": self._error,
         }
+        self._shortcut = DeltaShortcut(b'"delta":"', counter=b'"sequence_number":')
+        self.feed_data = self._shortcut.read
+        """An event's data read without decoding when it is the last bare fragment's bytes around another
+        fragment (a DataParser of ``_http``; a bound method, not a method: one call per fragment fewer)."""
 
     def feed(self, event: Json) -> list[ModelStreamPart]:
+        self._shortcut.general()
         handler = self._handlers.get(str(event.get("type")))
         return handler(event) if handler is not None else []
 
@@ -161,7 +167,12 @@ class ResponsesParser:
 
     def _arguments_delta(self, event: Json) -> list[ModelStreamPart]:
         state = self._items.get(str(event.get("item_id")))
-        return self._arguments(state, event.get("delta")) if state is not None else []
+        if state is None:
+            return []
+        parts = self._arguments(state, event.get("delta"))
+        if parts:  # a bare fragment: the next ones may take the shortcut
+            self._shortcut.learn(state.acc, state.call_id, event["delta"])
+        return parts
 
     def _arguments_done(self, event: Json) -> list[ModelStreamPart]:
         state = self._items.get(str(event.get("item_id")))
