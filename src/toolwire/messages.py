@@ -22,6 +22,8 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, TypeAdapter
 
+from toolwire._fast_init import fast_frozen_init
+
 JsonValue: TypeAlias = Any
 ProviderMetadata: TypeAlias = dict[str, dict[str, Any]]
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
@@ -33,6 +35,7 @@ def new_id(prefix: str = "") -> str:
     return f"{prefix}{os.urandom(16).hex()}"
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class TextPart:
     """Plain text from the user or the model."""
@@ -87,6 +90,7 @@ class ToolCallPart:
         return json.dumps(self.args, separators=(",", ":"))
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class ToolResultPart:
     """The result of a tool call, matched to it by ``tool_call_id``."""
@@ -127,6 +131,7 @@ Part: TypeAlias = Annotated[
 ]
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
     """Token usage; add two with ``+``."""

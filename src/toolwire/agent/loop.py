@@ -22,6 +22,7 @@ from typing import Any, Generic, Self
 from pydantic_core import to_jsonable_python
 from typing_extensions import TypeVar
 
+from toolwire._fast_init import fast_frozen_init
 from toolwire._text import clean_part, clean_text
 from toolwire.agent._model_step import ModelStep
 from toolwire.agent._pause import Gate, Waiting, pending_of, plan_answers, unanswered
@@ -61,6 +62,7 @@ from toolwire.models.base import ModelRequest, ToolDefinition
 from toolwire.pricing import total_cost
 from toolwire.store.base import Store
 from toolwire.store.records import AWAITING, OpenedHistory, SessionInfo, ToolCallRecord
+from toolwire.tools._inbox import Inbox
 from toolwire.tools.context import RunContext
 from toolwire.tools.executor import CallFinished, CallHeartbeat, CallStarted, ToolExecutor, ToolOutcome
 
@@ -75,6 +77,7 @@ _EVENT_KINDS: dict[str, type[Any]] = {
 }
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolExecution:
     """One executed tool call of a run."""
@@ -207,7 +210,7 @@ class AgentRun(Generic[OutputT]):
         self._enabled_tools = enabled_tools
         self._exclude_tools = exclude_tools
         self._tools: list[ToolDefinition] = []
-        self._inbox: asyncio.Queue[Any] | None = None
+        self._inbox: Inbox | None = None
         self._gen: AsyncGenerator[AgentEvent, None] | None = None
         self._recorder: StepRecorder | None = None
         self._output = (
@@ -615,7 +618,7 @@ class AgentRun(Generic[OutputT]):
         ctx = self._context(step, resumes)
         registry = self.config.registry
         sequential = any((t := registry.get(c.tool_name)) is not None and t.sequential for c in calls)
-        inbox: asyncio.Queue[Any] = asyncio.Queue()
+        inbox = Inbox()
         self._inbox = inbox
 
         async def record(outcome: ToolOutcome, last: bool) -> None:
