@@ -96,12 +96,17 @@ def clean_stream_part(part: ModelStreamPart) -> ModelStreamPart:
 
 
 def _clean_already(value: Any) -> bool:
+    # Loops, not all(<generator>): every streamed call's arguments pass here (a generator per container).
     if isinstance(value, str):
-        return clean_text(value) is value
+        return value.isascii() or clean_text(value) is value
     if isinstance(value, dict):
-        return all(_clean_already(k) and _clean_already(v) for k, v in value.items())
-    if isinstance(value, list):
-        return all(_clean_already(v) for v in value)
+        for k, v in value.items():
+            if not (_clean_already(k) and _clean_already(v)):
+                return False
+    elif isinstance(value, list):
+        for v in value:
+            if not _clean_already(v):
+                return False
     return True
 
 
