@@ -232,7 +232,8 @@ class ToolExecutor:
                     tool_name=call.tool_name,
                     tool_call_id=call.tool_call_id,
                 )
-            call = await self._before(call, ctx)
+            if self.interceptors:  # no coroutine to await per call when there are none
+                call = await self._before(call, ctx)
             kwargs = tool.validate_args(call.args)
             if tool.external:  # the loop holds its calls for the client: only a misrouted one gets here
                 raise ToolExecutionError(
@@ -269,7 +270,8 @@ class ToolExecutor:
         result = ToolResultPart(
             tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=shown, is_error=is_error
         )
-        result = await self._after(call, result, ctx)
+        if self.interceptors:
+            result = await self._after(call, result, ctx)
         return ToolOutcome(
             call=call,
             result=result,
