@@ -76,3 +76,20 @@ def test_fast_replace_copies_like_dataclasses_replace() -> None:
         fast_replace(row, missing=1)  # an unknown field is refused, as replace refuses it
     with pytest.raises(ValueError):
         fast_replace(_Checked(1), value=-1)  # a __post_init__ still runs (the class goes through replace)
+
+
+def test_a_post_init_still_runs_last() -> None:
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Normalised:
+        items: tuple[int, ...] | list[int]
+
+        def __post_init__(self) -> None:
+            object.__setattr__(self, "items", tuple(self.items))
+
+    original_init = Normalised.__init__
+    fast_frozen_init(Normalised)
+    assert Normalised.__init__ is not original_init  # replaced, and still normalises
+    assert Normalised([1, 2]).items == (1, 2)
+    fast_frozen_init(_Checked)
+    with pytest.raises(ValueError):
+        _Checked(-1)

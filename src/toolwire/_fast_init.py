@@ -18,13 +18,11 @@ T = TypeVar("T")
 def fast_frozen_init(cls: type[T]) -> type[T]:
     """Replace the ``__init__`` of a frozen, slotted dataclass by one that writes its slots directly.
 
-    Classes it does not fit (not frozen, no slots, a ``__post_init__``, ``init=False`` fields) are
-    returned unchanged.
+    A ``__post_init__`` is called last, as the dataclass ``__init__`` calls it. Classes it does not fit
+    (not frozen, no slots, ``init=False`` fields) are returned unchanged.
     """
     params = getattr(cls, "__dataclass_params__", None)
     if params is None or not params.frozen or "__slots__" not in cls.__dict__:
-        return cls
-    if hasattr(cls, "__post_init__"):
         return cls
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
     if any(not f.init for f in fields):
@@ -46,6 +44,8 @@ def fast_frozen_init(cls: type[T]) -> type[T]:
             param, value = name, name
         (keyword if f.kw_only else positional).append(param)
         body.append(f"    _set_{name}(self, {value})")
+    if hasattr(cls, "__post_init__"):
+        body.append("    self.__post_init__()")
     signature = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
     source = f"def __init__({signature}):\n" + ("\n".join(body) or "    pass") + "\n"
     exec(source, namespace)

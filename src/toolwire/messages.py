@@ -61,6 +61,7 @@ class ReasoningPart:
     provider_metadata: ProviderMetadata = field(default_factory=dict)
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class ToolCallPart:
     """A tool call made by the model (or executed by the provider itself when ``provider_executed``)."""
@@ -158,6 +159,7 @@ class Usage:
         )
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
     """One message of a conversation. Tool results of one step travel in one ``tool`` message."""
