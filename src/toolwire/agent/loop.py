@@ -23,7 +23,7 @@ from pydantic_core import to_jsonable_python
 from typing_extensions import TypeVar
 
 from toolwire._fast_init import fast_frozen_init
-from toolwire._text import clean_part, clean_text
+from toolwire._text import clean_text
 from toolwire.agent._model_step import ModelStep
 from toolwire.agent._pause import Gate, Waiting, pending_of, plan_answers, unanswered
 from toolwire.agent._recorder import StepRecorder
@@ -455,7 +455,7 @@ class AgentRun(Generic[OutputT]):
         assert finish is not None  # the model step raises otherwise
         assistant = Message(
             role="assistant",
-            parts=tuple(clean_part(p) for p in builder.parts()),
+            parts=builder.parts(),  # clean already: built only from parts the model step cleaned
             id=message_id,
             session_id=self.session_id,
             provider=builder.provider,
