@@ -18,13 +18,11 @@ T = TypeVar("T")
 def fast_frozen_init(cls: type[T]) -> type[T]:
     """Replace the ``__init__`` of a frozen, slotted dataclass by one that writes its slots directly.
 
-    Classes it does not fit (not frozen, no slots, a ``__post_init__``, ``init=False`` fields) are
-    returned unchanged.
+    A ``__post_init__`` is called last, as the dataclass ``__init__`` calls it. Classes it does not fit
+    (not frozen, no slots, ``init=False`` fields) are returned unchanged.
     """
     params = getattr(cls, "__dataclass_params__", None)
     if params is None or not params.frozen or "__slots__" not in cls.__dict__:
-        return cls
-    if hasattr(cls, "__post_init__"):
         return cls
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
     if any(not f.init for f in fields):
@@ -46,6 +44,8 @@ def fast_frozen_init(cls: type[T]) -> type[T]:
             param, value = name, name
         (keyword if f.kw_only else positional).append(param)
         body.append(f"    _set_{name}(self, {value})")
+    if hasattr(cls, "__post_init__"):
+        body.append("    self.__post_init__()")
     signature = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
     source = f"def __init__({signature}):\n" + ("\n".join(body) or "    pass") + "\n"
     exec(source, namespace)
@@ -54,3 +54,45 @@ def fast_frozen_init(cls: type[T]) -> type[T]:
     init.__module__ = cls.__module__
     cls.__init__ = init  # type: ignore[method-assign]
     return cls
+
+
+_copiers: dict[type[Any], Any] = {}
+
+
+def fast_replace(obj: T, **changes: Any) -> T:
+    """``dataclasses.replace`` for a frozen, slotted dataclass without ``__post_init__``, at slot speed.
+
+    ``replace`` walks the fields and calls ``__init__`` (~2.4 µs for a 14-field record); this runs code
+    written once per class that copies each slot through its descriptor. Other classes, or unknown
+    field names, go through ``dataclasses.replace`` (which also reports the error).
+    """
+    cls = type(obj)
+    try:
+        copier = _copiers[cls]
+    except KeyError:
+        copier = _copiers[cls] = _copier_of(cls)
+    if copier is None or not changes.keys() <= copier.names:
+        return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
+    new: T = copier(obj, changes)
+    return new
+
+
+def _copier_of(cls: type[Any]) -> Any:
+    params = getattr(cls, "__dataclass_params__", None)
+    if params is None or not params.frozen or "__slots__" not in cls.__dict__:
+        return None
+    if hasattr(cls, "__post_init__"):
+        return None
+    fields = dataclasses.fields(cls)
+    if any(not f.init for f in fields):
+        return None
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    body = ["    new = _new(_cls)"]
+    for f in fields:
+        namespace[f"_set_{f.name}"] = getattr(cls, f.name).__set__
+        body.append(f"    _set_{f.name}(new, c[{f.name!r}] if {f.name!r} in c else obj.{f.name})")
+    source = "def copy(obj, c):\n" + "\n".join(body) + "\n    return new\n"
+    exec(source, namespace)
+    copier = namespace["copy"]
+    copier.names = frozenset(f.name for f in fields)
+    return copier

@@ -9,7 +9,7 @@ import re
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from toolwire.messages import Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from toolwire.messages import ToolCallPart
 from toolwire.models.base import (
     ModelStreamPart,
     ReasoningDelta,
@@ -21,7 +21,6 @@ from toolwire.models.base import (
 )
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-P = TypeVar("P", bound=Part)
 
 
 def clean_text(text: str) -> str:
@@ -43,20 +42,6 @@ def clean_json(value: Any) -> Any:
     if isinstance(value, list):
         return [clean_json(v) for v in value]
     return value
-
-
-def clean_part(part: P) -> P:
-    if isinstance(part, TextPart):
-        text = clean_text(part.text)
-        return part if text is part.text else replace(part, text=text)
-    if isinstance(part, ReasoningPart):
-        text = clean_text(part.text)
-        return part if text is part.text else replace(part, text=text)
-    if isinstance(part, ToolCallPart):
-        return _clean_call(part)
-    if isinstance(part, ToolResultPart):
-        return replace(part, output=clean_json(part.output))
-    return part
 
 
 _Call = TypeVar("_Call", bound=ToolCallPart | ToolInputEnd)
@@ -96,12 +81,17 @@ def clean_stream_part(part: ModelStreamPart) -> ModelStreamPart:
 
 
 def _clean_already(value: Any) -> bool:
+    # Loops, not all(<generator>): every streamed call's arguments pass here (a generator per container).
     if isinstance(value, str):
-        return clean_text(value) is value
+        return value.isascii() or clean_text(value) is value
     if isinstance(value, dict):
-        return all(_clean_already(k) and _clean_already(v) for k, v in value.items())
-    if isinstance(value, list):
-        return all(_clean_already(v) for v in value)
+        for k, v in value.items():
+            if not (_clean_already(k) and _clean_already(v)):
+                return False
+    elif isinstance(value, list):
+        for v in value:
+            if not _clean_already(v):
+                return False
     return True
 
 

@@ -22,6 +22,8 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, TypeAdapter
 
+from toolwire._fast_init import fast_frozen_init
+
 JsonValue: TypeAlias = Any
 ProviderMetadata: TypeAlias = dict[str, dict[str, Any]]
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
@@ -33,6 +35,7 @@ def new_id(prefix: str = "") -> str:
     return f"{prefix}{os.urandom(16).hex()}"
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class TextPart:
     """Plain text from the user or the model."""
@@ -58,6 +61,7 @@ class ReasoningPart:
     provider_metadata: ProviderMetadata = field(default_factory=dict)
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class ToolCallPart:
     """A tool call made by the model (or executed by the provider itself when ``provider_executed``)."""
@@ -87,6 +91,7 @@ class ToolCallPart:
         return json.dumps(self.args, separators=(",", ":"))
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class ToolResultPart:
     """The result of a tool call, matched to it by ``tool_call_id``."""
@@ -127,6 +132,7 @@ Part: TypeAlias = Annotated[
 ]
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
     """Token usage; add two with ``+``."""
@@ -153,6 +159,7 @@ class Usage:
         )
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
     """One message of a conversation. Tool results of one step travel in one ``tool`` message."""

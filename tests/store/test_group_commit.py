@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -173,3 +174,44 @@ async def test_a_result_whose_step_end_failed_is_stored_and_announced_with_the_r
                     seen.append(event)
     assert [(e.tool_call_id, e.status, e.output) for e in seen] == [("c1", "ok", "done")]
     assert [(r.status, r.output) for r in await store.tool_calls("f")] == [("ok", "done")]
+
+
+async def test_the_writer_commits_bodies_on_the_driver_or_through_sqlalchemy_and_rolls_back_failures(
+    tmp_path: Path,
+) -> None:
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'w.db'}", connect_args={"check_same_thread": False})
+    configure_sqlite(engine, engine.url)
+    runner = ThreadRunner(engine)
+
+    def raw(key: str, fail: bool = False) -> Callable[[sa.Connection], None]:
+        def op(conn: sa.Connection) -> None:  # the per-step writes' way: the driver's own cursor
+            conn.connection.driver_connection.execute("insert into t values (?)", (key,))  # type: ignore[union-attr]
+            if fail:
+                raise RuntimeError("body failed")
+
+        return op
+
+    def via_sqlalchemy(key: str, fail: bool = False) -> Callable[[sa.Connection], None]:
+        def op(conn: sa.Connection) -> None:
+            conn.execute(sa.text("insert into t values (:k)"), {"k": key})
+            if fail:
+                raise RuntimeError("body failed")
+
+        return op
+
+    try:
+        await runner.run(lambda c: c.exec_driver_sql("create table t (k text primary key)"), write=True)
+        await runner.run(raw("a"), write=True)
+        await runner.run(via_sqlalchemy("b"), write=True)
+        for failing in (raw("x", fail=True), via_sqlalchemy("y", fail=True)):
+            with pytest.raises(RuntimeError):
+                await runner.run(failing, write=True)
+        with pytest.raises(sqlite3.IntegrityError):  # a body's own error reaches its caller as it is
+            await runner.run(raw("a"), write=True)
+        with pytest.raises(sa.exc.IntegrityError):
+            await runner.run(via_sqlalchemy("b"), write=True)
+        await runner.run(raw("c"), write=True)  # the writer's connection is usable after all of these
+        rows = await runner.run(lambda c: c.exec_driver_sql("select k from t order by k").all(), write=False)
+        assert [k for (k,) in rows] == ["a", "b", "c"]
+    finally:
+        await runner.dispose()

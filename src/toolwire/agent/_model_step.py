@@ -77,19 +77,23 @@ class ModelStep:
             if output is not None:
                 output.reset_partial()
             try:
-                async with closing(config.driver.stream_step(config.model, request)) as parts:
+                stream, echo = config.driver.open_step(config.model, request)
+                async with closing(stream) as parts:
                     async for raw in parts:
-                        part = clean_stream_part(raw)
-                        builder.add(part)
-                        if isinstance(part, StreamError):
-                            raise part.error
-                        event = self.translate(part, message_id)
-                        if event is None:
-                            continue
+                        for part in echo.process(raw) if echo is not None else (raw,):
+                            part = clean_stream_part(part)
+                            event = self._take(part, builder, message_id)
+                            if event is None:
+                                continue
+                            emitted = True
+                            yield event
+                            if output is not None and (partial := output.partial(part)) is not None:
+                                yield self._recorder.event(OutputPartial, partial=partial)
+                for part in echo.flush() if echo is not None else ():  # ended without a finish part
+                    event = self._take(clean_stream_part(part), builder, message_id)
+                    if event is not None:
                         emitted = True
                         yield event
-                        if output is not None and (partial := output.partial(part)) is not None:
-                            yield self._recorder.event(OutputPartial, partial=partial)
                 if builder.finish is None:
                     raise ProviderProtocolError(
                         "the model stream ended without a finish part",
@@ -110,6 +114,13 @@ class ModelStep:
                 attempt += 1
                 builder.reset()
                 await asyncio.sleep(delay)
+
+    def _take(self, part: ModelStreamPart, builder: MessageBuilder, message_id: str) -> AgentEvent | None:
+        """A (cleaned) part joins the step's message; its event, or ``None`` for bookkeeping parts."""
+        builder.add(part)
+        if isinstance(part, StreamError):
+            raise part.error
+        return self.translate(part, message_id)
 
     def translate(self, part: ModelStreamPart, message_id: str) -> AgentEvent | None:
         """The event a stream part becomes, numbered now; ``None`` for bookkeeping parts."""

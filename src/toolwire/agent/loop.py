@@ -22,7 +22,8 @@ from typing import Any, Generic, Self
 from pydantic_core import to_jsonable_python
 from typing_extensions import TypeVar
 
-from toolwire._text import clean_part, clean_text
+from toolwire._fast_init import fast_frozen_init
+from toolwire._text import clean_text
 from toolwire.agent._model_step import ModelStep
 from toolwire.agent._pause import Gate, Waiting, pending_of, plan_answers, unanswered
 from toolwire.agent._recorder import StepRecorder
@@ -61,6 +62,7 @@ from toolwire.models.base import ModelRequest, ToolDefinition
 from toolwire.pricing import total_cost
 from toolwire.store.base import Store
 from toolwire.store.records import AWAITING, OpenedHistory, SessionInfo, ToolCallRecord
+from toolwire.tools._inbox import Inbox
 from toolwire.tools.context import RunContext
 from toolwire.tools.executor import CallFinished, CallHeartbeat, CallStarted, ToolExecutor, ToolOutcome
 
@@ -75,6 +77,7 @@ _EVENT_KINDS: dict[str, type[Any]] = {
 }
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolExecution:
     """One executed tool call of a run."""
@@ -207,7 +210,7 @@ class AgentRun(Generic[OutputT]):
         self._enabled_tools = enabled_tools
         self._exclude_tools = exclude_tools
         self._tools: list[ToolDefinition] = []
-        self._inbox: asyncio.Queue[Any] | None = None
+        self._inbox: Inbox | None = None
         self._gen: AsyncGenerator[AgentEvent, None] | None = None
         self._recorder: StepRecorder | None = None
         self._output = (
@@ -314,38 +317,46 @@ class AgentRun(Generic[OutputT]):
         recorder, model_step, executor, opened = await self._prepare()
         error: BaseException | None = None
         try:
-            yield recorder.event(
-                InteractionStart,
-                prompt=self.prompt,
-                agent_name=config.name,
-                parent_tool_call_id=self.parent_tool_call_id,
-                model=config.model.model_name,
-                provider_name=config.model.otel_provider_name,
-                output_type="json" if self._output and self._output.spec.answers_in_text else None,
-            )
-            if self._takeover:
-                async with aclosing(self._take_over(opened.interrupted, executor)) as taken:
-                    async for event in taken:
-                        yield event
-            elif opened.awaited or self.approvals or self.tool_outputs or not self._new_turn:
-                async with aclosing(self._answer(opened.awaited, executor)) as answer_events:
-                    async for event in answer_events:
-                        yield event
-            if self._new_turn:
-                user = Message.user(clean_text(self.prompt), session_id=self.session_id)
-                await self._append(user)
-                yield recorder.event(UserTurnStart, message=user)
+            async with aclosing(self._opening(opened, executor)) as opening:
+                async for event in opening:
+                    yield event
             step = 0
             while not self._done:
                 step += 1
-                if step > config.max_steps:
-                    self._status = "max-steps"
-                    raise MaxStepsExceeded(
-                        f"the model still asked for tools after max_steps={config.max_steps} steps"
-                    )
-                # aclosing: closing this run must close the inner generators at once (cancelling tools).
-                async with aclosing(self._step(step, model_step, executor)) as step_events:
-                    async for event in step_events:
+                self._check_max_steps(step)
+                # One step, inline here (an async generator per step, and a hop per event, fewer): the
+                # model's events, the assistant message stored, the tools' events, the step's end stored,
+                # and whether the run is done. aclosing: closing this run must close the inner generators
+                # at once (cancelling tools).
+                await recorder.renew_lock()
+                yield recorder.event(
+                    StepStart, step=step, provider=config.model.provider, model=config.model.model_name
+                )
+                builder = MessageBuilder(provider=config.model.provider, model=config.model.model_name)
+                message_id = new_id("msg_")
+                model_events = model_step.stream(self._request(step), builder, message_id, step)
+                async with aclosing(model_events):
+                    async for event in model_events:
+                        yield event
+                assistant, calls, held = await self._begin_step(step, builder, message_id)
+                if assistant.parts:
+                    yield recorder.event(MessagePersisted, message_id=assistant.id, role="assistant")
+                outcomes: dict[str, ToolOutcome] = {}
+                accepted, output_errors = await self._settle_output(calls, outcomes)
+                for outcome in outcomes.values():
+                    yield self._complete_event(outcome, executed=False)
+                to_run = [c for c in calls if c.tool_call_id not in outcomes and c.tool_call_id not in held]
+                if to_run:
+                    tool_events = self._run_tools(to_run, builder.args_errors, step, executor, outcomes)
+                    async with aclosing(tool_events):
+                        async for event in tool_events:
+                            yield event
+                announce, waiting = await self._end_step(step, builder, assistant, calls, held, outcomes)
+                for event in announce:
+                    yield event
+                self._raise_for_outcomes(calls, outcomes)
+                if not waiting:  # else the run pauses (``_end_step`` ended it): calls wait for a person
+                    for event in await self._decide(assistant, calls, accepted, output_errors, builder):
                         yield event
         except BaseException as exc:
             error = exc
@@ -355,48 +366,96 @@ class AgentRun(Generic[OutputT]):
                 self._status = "error"
             raise
         finally:
-            ending: list[AgentEvent] = []
-            try:
-                cancelled = await recorder.close_open_step()
-                if cancelled is not None:
-                    self._new_messages.append(cancelled)
-                self.result = self._make_result()
-                ending = [
-                    *recorder.cancelled_calls,
-                    *self._ending(None if self._status == "cancelled" else error),
-                ]
-                if isinstance(error, GeneratorExit | asyncio.CancelledError):
-                    # A closed generator or a cancelled task cannot yield any more: whoever stopped the
-                    # run may announce its end (the server does, so every watcher sees it end).
-                    self.unpublished_end, ending = ending, []
-            finally:
-                # Released BEFORE the end is announced: a client that saw the end can start the next turn.
-                await recorder.release()
-            for event in ending:
+            for event in await self._close(error):
                 yield event
 
-    async def _step(
-        self, step: int, model_step: ModelStep, executor: ToolExecutor
+    def _check_max_steps(self, step: int) -> None:
+        if step > self.config.max_steps:
+            self._status = "max-steps"
+            raise MaxStepsExceeded(
+                f"the model still asked for tools after max_steps={self.config.max_steps} steps"
+            )
+
+    async def _opening(
+        self, opened: OpenedHistory, executor: ToolExecutor
     ) -> AsyncGenerator[AgentEvent, None]:
-        """One model step, its tools, its persistence, and the decision whether the run is done."""
+        """The run's start: announced; a dead replica's run taken over, or a paused one answered; the
+        user's turn stored."""
         config, recorder = self.config, self._recorder
         assert recorder is not None
-        await recorder.renew_lock()
         yield recorder.event(
-            StepStart, step=step, provider=config.model.provider, model=config.model.model_name
+            InteractionStart,
+            prompt=self.prompt,
+            agent_name=config.name,
+            parent_tool_call_id=self.parent_tool_call_id,
+            model=config.model.model_name,
+            provider_name=config.model.otel_provider_name,
+            output_type="json" if self._output and self._output.spec.answers_in_text else None,
         )
-        builder = MessageBuilder(provider=config.model.provider, model=config.model.model_name)
-        message_id = new_id("msg_")
-        async with aclosing(
-            model_step.stream(self._request(step), builder, message_id, step)
-        ) as model_events:
-            async for event in model_events:
-                yield event
+        if self._takeover:
+            async with aclosing(self._take_over(opened.interrupted, executor)) as taken:
+                async for event in taken:
+                    yield event
+        elif opened.awaited or self.approvals or self.tool_outputs or not self._new_turn:
+            async with aclosing(self._answer(opened.awaited, executor)) as answer_events:
+                async for event in answer_events:
+                    yield event
+        if self._new_turn:
+            user = Message.user(clean_text(self.prompt), session_id=self.session_id)
+            await self._append(user)
+            yield recorder.event(UserTurnStart, message=user)
+
+    async def _close(self, error: BaseException | None) -> list[AgentEvent]:
+        """The run ended (``error``: how, if it failed): its open step closed, its result set, the
+        session released; returns the end events to publish (none when the run can no longer yield)."""
+        recorder = self._recorder
+        assert recorder is not None
+        ending: list[AgentEvent] = []
+        try:
+            cancelled = await recorder.close_open_step()
+            if cancelled is not None:
+                self._new_messages.append(cancelled)
+            self.result = self._make_result()
+            ending = [
+                *recorder.cancelled_calls,
+                *self._ending(None if self._status == "cancelled" else error),
+            ]
+            if isinstance(error, GeneratorExit | asyncio.CancelledError):
+                # A closed generator or a cancelled task cannot yield any more: whoever stopped the
+                # run may announce its end (the server does, so every watcher sees it end).
+                self.unpublished_end, ending = ending, []
+        finally:
+            # Released BEFORE the end is announced: a client that saw the end can start the next turn.
+            await recorder.release()
+        return ending
+
+    async def _settle_output(
+        self, calls: list[ToolCallPart], outcomes: dict[str, ToolOutcome]
+    ) -> tuple[Any, list[str]]:
+        """Output in tool mode: the step's ``final_result`` calls end here, stored and put in
+        ``outcomes`` (their completion events follow). Returns the accepted output and the errors."""
+        output = self._output
+        if not calls or output is None or output.spec.mode != "tool":
+            return NOTHING, []
+        assert self._recorder is not None
+        accepted, output_errors, settled = output.settle(calls)
+        for outcome in settled.values():
+            await self._recorder.complete(outcome)
+            outcomes[outcome.call.tool_call_id] = outcome
+        return accepted, output_errors
+
+    async def _begin_step(
+        self, step: int, builder: MessageBuilder, message_id: str
+    ) -> tuple[Message, list[ToolCallPart], dict[str, ToolCallStatus]]:
+        """The model answered: store its message and its calls (pending, or held for a person) before any
+        runs. Returns the message, the calls to run here and those held."""
+        recorder = self._recorder
+        assert recorder is not None
         finish = builder.finish
         assert finish is not None  # the model step raises otherwise
         assistant = Message(
             role="assistant",
-            parts=tuple(clean_part(p) for p in builder.parts()),
+            parts=builder.parts(),  # clean already: built only from parts the model step cleaned
             id=message_id,
             session_id=self.session_id,
             provider=builder.provider,
@@ -417,22 +476,23 @@ class AgentRun(Generic[OutputT]):
         if assistant.parts:
             self._history.append(assistant)
             self._new_messages.append(assistant)
-            yield recorder.event(MessagePersisted, message_id=assistant.id, role="assistant")
-        outcomes: dict[str, ToolOutcome] = {}
-        accepted, output_errors = NOTHING, list[str]()
-        if calls:
-            if self._output is not None and self._output.spec.mode == "tool":
-                accepted, output_errors, settled = self._output.settle(calls)
-                for outcome in settled.values():
-                    await recorder.complete(outcome)
-                    outcomes[outcome.call.tool_call_id] = outcome
-                    yield self._complete_event(outcome, executed=False)
-            to_run = [c for c in calls if c.tool_call_id not in outcomes and c.tool_call_id not in held]
-            if to_run:
-                tool_events = self._run_tools(to_run, builder.args_errors, step, executor, outcomes)
-                async with aclosing(tool_events) as events:
-                    async for event in events:
-                        yield event
+        return assistant, calls, held
+
+    async def _end_step(
+        self,
+        step: int,
+        builder: MessageBuilder,
+        assistant: Message,
+        calls: list[ToolCallPart],
+        held: dict[str, ToolCallStatus],
+        outcomes: dict[str, ToolOutcome],
+    ) -> tuple[list[AgentEvent], list[Waiting]]:
+        """Store the step's results and usage; returns the events to publish after the write and the
+        calls left waiting for a person (the run then pauses)."""
+        recorder = self._recorder
+        assert recorder is not None
+        finish = builder.finish
+        assert finish is not None
         waiting = self._waiting_calls(calls, held, outcomes, assistant.id)
 
         def step_finish() -> AgentEvent:
@@ -452,13 +512,7 @@ class AgentRun(Generic[OutputT]):
         )
         if tool_message is not None:
             self._history.append(tool_message)
-        for event in announce:
-            yield event
-        self._raise_for_outcomes(calls, outcomes)
-        if waiting:
-            return  # the run pauses: calls wait for a person
-        for event in await self._decide(assistant, calls, accepted, output_errors, finish.reason):
-            yield event
+        return announce, waiting
 
     async def _store_results(
         self,
@@ -615,7 +669,7 @@ class AgentRun(Generic[OutputT]):
         ctx = self._context(step, resumes)
         registry = self.config.registry
         sequential = any((t := registry.get(c.tool_name)) is not None and t.sequential for c in calls)
-        inbox: asyncio.Queue[Any] = asyncio.Queue()
+        inbox = Inbox()
         self._inbox = inbox
 
         async def record(outcome: ToolOutcome, last: bool) -> None:
@@ -677,7 +731,7 @@ class AgentRun(Generic[OutputT]):
         calls: list[ToolCallPart],
         accepted: Any,
         output_errors: list[str],
-        finish_reason: str,
+        builder: MessageBuilder,
     ) -> list[AgentEvent]:
         """Is the run done? Without an output type: when the model stopped calling tools. With one: when a
         valid object arrived; an invalid one is re-prompted at most ``output_retries`` times. Returns the
@@ -698,7 +752,10 @@ class AgentRun(Generic[OutputT]):
         if not output_errors:
             return []  # real tools ran; the model continues
         failure = output.rejected(
-            assistant, output_errors, usage=sum(self._step_usage, Usage()), finish_reason=finish_reason
+            assistant,
+            output_errors,
+            usage=sum(self._step_usage, Usage()),
+            finish_reason=builder.finish.reason if builder.finish is not None else "",
         )
         if failure is not None:
             raise failure

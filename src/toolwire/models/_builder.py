@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any, Literal, TypeAlias, TypeVar, assert_never
+from typing import Any, Generic, Literal, TypeAlias, TypeVar, assert_never
 
 from toolwire.errors import ProviderError, ProviderProtocolError
 from toolwire.messages import FilePart, Message, Part, ProviderMetadata, ReasoningPart, TextPart
@@ -310,15 +309,23 @@ class MessageBuilder:
         )
 
 
-@asynccontextmanager
-async def closing(stream: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
+class closing(Generic[T]):  # lower case, like contextlib.aclosing
     """``contextlib.aclosing`` for a stream typed as a plain ``AsyncIterator`` (what :meth:`Model.stream` and
     the agent's drivers promise): closes it on exit when it can be closed, so a consumer that stops early
-    stops the producer (and its HTTP response) at once. ``aclosing`` itself needs a declared ``aclose``."""
-    try:
-        yield stream
-    finally:
-        aclose = getattr(stream, "aclose", None)
+    stops the producer (and its HTTP response) at once. ``aclosing`` itself needs a declared ``aclose``.
+    A class rather than an ``@asynccontextmanager``: that one is itself a generator to start and close,
+    on every model step."""
+
+    __slots__ = ("_stream",)
+
+    def __init__(self, stream: AsyncIterator[T]) -> None:
+        self._stream = stream
+
+    async def __aenter__(self) -> AsyncIterator[T]:
+        return self._stream
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        aclose = getattr(self._stream, "aclose", None)
         if aclose is not None:
             await aclose()
 

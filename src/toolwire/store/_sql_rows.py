@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 import sqlalchemy as sa
 from pydantic_core import PydanticSerializationError
-from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects import postgresql, sqlite
 
 from toolwire.agent.history import INTERRUPTED_OUTPUT
 from toolwire.errors import ConfigError, StoreError
@@ -149,15 +149,6 @@ TOUCH_SEQ = (
     )
 )
 TOUCH_SEQ_USAGE = TOUCH_SEQ.returning(sessions.c.usage)
-MESSAGE_SLOT = sa.select(
-    sa.select(messages.c.session_id)
-    .where(messages.c.session_id == sa.bindparam("m_session"), messages.c.id == sa.bindparam("m_id"))
-    .scalar_subquery(),
-    sa.select(sa.func.coalesce(sa.func.max(messages.c.position) + 1, 0))
-    .where(messages.c.session_id == sa.bindparam("m_session"))
-    .scalar_subquery(),
-)
-INSERT_MESSAGE = sa.insert(messages)
 _MESSAGE_COLUMNS = (
     "id",
     "session_id",
@@ -181,25 +172,32 @@ def _bind_type(column_type: sa.types.TypeEngine[Any]) -> sa.types.TypeEngine[Any
     return sa.JSON(none_as_null=True) if isinstance(column_type, sa.JSON) else column_type
 
 
-# PostgreSQL: the slot and the insert in ONE statement (one round trip). A message stored already (a retried
-# write) inserts nothing; a position taken meanwhile is a unique violation, and the transaction is retried.
-PG_INSERT_MESSAGE = (
-    postgresql.insert(messages)
-    .from_select(
-        list(_MESSAGE_COLUMNS),
-        sa.select(
-            *(
-                sa.select(sa.func.coalesce(sa.func.max(messages.c.position) + 1, 0))
-                .where(messages.c.session_id == sa.bindparam("p_session_id"))
-                .scalar_subquery()
-                if name == "position"
-                else sa.bindparam(f"p_{name}", type_=_bind_type(messages.c[name].type))
-                for name in _MESSAGE_COLUMNS
-            )
-        ),
+# The slot and the insert in ONE statement (PostgreSQL: one round trip; SQLite: one statement of the writer
+# thread's instead of two). A message stored already (a retried write) inserts nothing; a position taken
+# meanwhile is a unique violation, and the transaction is retried.
+def _insert_at_next_position(dialect_insert: Callable[[sa.Table], Any]) -> Any:
+    return (
+        dialect_insert(messages)
+        .from_select(
+            list(_MESSAGE_COLUMNS),
+            sa.select(
+                *(
+                    sa.select(sa.func.coalesce(sa.func.max(messages.c.position) + 1, 0))
+                    .where(messages.c.session_id == sa.bindparam("p_session_id"))
+                    .scalar_subquery()
+                    if name == "position"
+                    else sa.bindparam(f"p_{name}", type_=_bind_type(messages.c[name].type))
+                    for name in _MESSAGE_COLUMNS
+                )
+            ).where(sa.true()),  # SQLite: without a WHERE, its parser may read the ON CONFLICT as a join's ON
+        )
+        .on_conflict_do_nothing(index_elements=["id", "session_id"])
     )
-    .on_conflict_do_nothing(index_elements=["id", "session_id"])
-)
+
+
+PG_INSERT_MESSAGE = _insert_at_next_position(postgresql.insert)
+SQLITE_INSERT_MESSAGE = _insert_at_next_position(sqlite.insert)
+"""The same on SQLite: one statement per message instead of a look-up of its slot and an insert."""
 HAS_MESSAGES = sa.select(messages.c.id).where(messages.c.session_id == sa.bindparam("h_session")).limit(1)
 SET_SESSION_USAGE = (
     sa.update(sessions).where(sessions.c.id == sa.bindparam("u_id")).values(usage=sa.bindparam("u_usage"))
@@ -250,16 +248,10 @@ def insert_message(
         "created_at": message.created_at,
         **(extra or {}),
     }
+    params = {f"p_{name}": row.get(name) for name in _MESSAGE_COLUMNS if name != "position"}
     if conn.dialect.name == "postgresql":
-        params = {f"p_{name}": row.get(name) for name in _MESSAGE_COLUMNS if name != "position"}
         return bool(conn.execute(PG_INSERT_MESSAGE, params).rowcount == 1)
-    slot = first_row(conn, MESSAGE_SLOT, {"m_id": message.id, "m_session": session_id})
-    assert slot is not None  # one row of two scalar subqueries, always
-    stored, position = slot
-    if stored is not None:
-        return False
-    write_rows(conn, INSERT_MESSAGE, {**row, "position": position})
-    return True
+    return write_rows(conn, SQLITE_INSERT_MESSAGE, params) == 1
 
 
 def session_values(info: SessionInfo) -> dict[str, Any]:

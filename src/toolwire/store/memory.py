@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from toolwire._fast_init import fast_replace
 from toolwire.agent.history import INTERRUPTED_OUTPUT
 from toolwire.errors import SessionBusyError
 from toolwire.messages import Message, Usage
@@ -132,7 +133,7 @@ class MemoryStore(Store):
             key = (message_id, tool_call_id)
         record = calls.get(key)
         if record is not None:
-            calls[key] = replace(
+            calls[key] = fast_replace(
                 record,
                 status=status,
                 output=output,
@@ -166,7 +167,7 @@ class MemoryStore(Store):
         if tool_message is not None:
             self._messages[session_id].append(tool_message)
         info = self._sessions[session_id]
-        self._sessions[session_id] = replace(
+        self._sessions[session_id] = fast_replace(
             info, usage=info.usage + usage, last_seq=max(info.last_seq, last_seq), updated_at=time.time()
         )
         self._touched.pop(session_id, None)

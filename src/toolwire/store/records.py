@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from toolwire._fast_init import fast_frozen_init
 from toolwire.errors import SessionAccessError
 from toolwire.events import AwaitingKind, ToolCallStatus
 from toolwire.messages import Message, Usage
@@ -27,6 +28,7 @@ AWAITING_STATUS: dict[AwaitingKind, ToolCallStatus] = {
 }
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionInfo:
     id: str
@@ -59,6 +61,7 @@ def check_owner(info: SessionInfo, user_id: str | None, *, parent_session_id: st
         raise SessionAccessError(f"session {info.id!r} is not a sub-session of {parent_session_id!r}")
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallRecord:
     session_id: str
@@ -82,6 +85,7 @@ class ToolCallRecord:
         return AWAITING.get(self.status)
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallCompletion:
     """A tool call's end, written by :meth:`~toolwire.store.base.Store.finish_step` in the step's own
@@ -97,6 +101,7 @@ class CallCompletion:
     finished_at: float | None
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepRecord:
     """One model step as handed to the store by the loop."""
@@ -114,6 +119,7 @@ class StepRecord:
     finished_at: float = 0.0
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoredStep:
     """Per-step bookkeeping kept on the step's assistant message row."""

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol
 
 from typing_extensions import TypeVar
 
+from toolwire._fast_init import fast_frozen_init, fast_replace
 from toolwire.agent.pending import Resume
 from toolwire.events import AgentEvent
 from toolwire.messages import Message, ToolCallPart
@@ -33,6 +34,7 @@ class _NullSink:
         pass
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunContext(Generic[DepsT]):
     """Run state and the current call, plus ways for a running tool to speak in the event stream."""
@@ -52,7 +54,7 @@ class RunContext(Generic[DepsT]):
     """Answers for paused sub-agents, by the tool call that runs each (read through :attr:`resume`)."""
 
     def for_call(self, call: ToolCallPart) -> RunContext[DepsT]:
-        return replace(self, call=call)
+        return fast_replace(self, call=call)
 
     @property
     def tool_call_id(self) -> str | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from toolwire._fast_init import fast_frozen_init
 from toolwire._text import clean_json, clean_text, truncate_output
 from toolwire.agent.history import UNANSWERED_OUTPUT
 from toolwire.errors import (
@@ -29,6 +30,7 @@ from toolwire.errors import (
 )
 from toolwire.events import ToolCallStatus
 from toolwire.messages import ToolCallPart, ToolResultPart
+from toolwire.tools._inbox import TICK, Inbox
 from toolwire.tools.context import RunContext
 from toolwire.tools.function import Tool
 from toolwire.tools.registry import ToolRegistry
@@ -73,6 +75,7 @@ class ToolInterceptor:
         return None
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolOutcome:
     """What happened to one call."""
@@ -93,6 +96,7 @@ class ToolOutcome:
         return self.finished_at - self.started_at
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class CallStarted:
     """A call of the batch began executing."""
@@ -109,6 +113,7 @@ class CallHeartbeat:
     elapsed: float
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class CallFinished:
     """A call's outcome, already recorded by ``on_finished``."""
@@ -139,7 +144,7 @@ class ToolExecutor:
         calls: Sequence[ToolCallPart],
         ctx: RunContext[Any],
         *,
-        inbox: asyncio.Queue[Any],
+        inbox: Inbox,
         on_finished: Callable[[ToolOutcome, bool], Awaitable[None]],
         args_errors: dict[str, str] | None = None,
         sequential: bool = False,
@@ -184,8 +189,8 @@ class ToolExecutor:
         remaining = len(calls)
         try:
             while remaining:
-                item = await _next_item(inbox, heartbeat_interval)
-                if item is _TICK:
+                item = inbox.get_nowait() if not inbox.empty() else await inbox.get(heartbeat_interval)
+                if item is TICK:
                     now = time.time()
                     for call, started in list(running.values()):
                         yield CallHeartbeat(call, now - started)
@@ -227,7 +232,8 @@ class ToolExecutor:
                     tool_name=call.tool_name,
                     tool_call_id=call.tool_call_id,
                 )
-            call = await self._before(call, ctx)
+            if self.interceptors:  # no coroutine to await per call when there are none
+                call = await self._before(call, ctx)
             kwargs = tool.validate_args(call.args)
             if tool.external:  # the loop holds its calls for the client: only a misrouted one gets here
                 raise ToolExecutionError(
@@ -264,7 +270,8 @@ class ToolExecutor:
         result = ToolResultPart(
             tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=shown, is_error=is_error
         )
-        result = await self._after(call, result, ctx)
+        if self.interceptors:
+            result = await self._after(call, result, ctx)
         return ToolOutcome(
             call=call,
             result=result,
@@ -346,23 +353,6 @@ def paused_outcome(call: ToolCallPart, paused: SubAgentPaused, started: float) -
         finished_at=time.time(),
         full_output={"session_id": paused.session_id, "pending": [p.to_dict() for p in paused.pending]},
     )
-
-
-_TICK: Any = object()
-
-
-async def _next_item(queue: asyncio.Queue[Any], interval: float | None) -> Any:
-    """The next queued item, or ``_TICK`` when ``interval`` passed without one (time for heartbeats)."""
-    try:
-        return queue.get_nowait()
-    except asyncio.QueueEmpty:
-        pass
-    if not interval:
-        return await queue.get()
-    try:
-        return await asyncio.wait_for(queue.get(), interval)
-    except TimeoutError:
-        return _TICK
 
 
 def jsonable_output(value: Any) -> tuple[Any, bool]:

@@ -77,7 +77,7 @@ class Tool:
             raise ToolArgumentsError(
                 f"invalid arguments for {self.name}: {reasons}", tool_name=self.name
             ) from exc
-        return {name: getattr(model, name) for name in type(model).model_fields}
+        return dict(model.__dict__)  # the fields' values (extras and private attributes live elsewhere)
 
     def _validate_against_schema(self, args: dict[str, Any]) -> dict[str, Any]:
         """Tools that bring their own JSON Schema (MCP) are checked against it before the call."""

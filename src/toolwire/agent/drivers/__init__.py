@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from toolwire.models._builder import closing, parse_tool_args
 from toolwire.models.base import (
@@ -27,6 +27,16 @@ from toolwire.models.base import (
 )
 
 
+class PartFilter(Protocol):
+    """Parts in, parts out (held back, dropped or released): what a driver does to a model's own stream."""
+
+    def process(self, part: ModelStreamPart) -> list[ModelStreamPart]: ...
+
+    def flush(self) -> list[ModelStreamPart]:
+        """What is still held when the stream ended without a finish part."""
+        ...
+
+
 class Driver(ABC):
     """Turns one agent step into canonical model stream parts."""
 
@@ -34,24 +44,34 @@ class Driver(ABC):
     def stream_step(self, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
         """Stream one step. ``request`` holds the canonical history, tools and tool_choice."""
 
+    def open_step(
+        self, model: Model, request: ModelRequest
+    ) -> tuple[AsyncIterator[ModelStreamPart], PartFilter | None]:
+        """What the loop consumes: a stream and the filter its parts go through (``None``: as they come).
+        By default :meth:`stream_step`, unfiltered; a driver that only filters the model's own stream
+        returns that stream and its filter, sparing an async generator around it on every step."""
+        return self.stream_step(model, request), None
+
 
 class NativeToolDriver(Driver):
     """Provider function calling. Passes parts through, holding back text that looks like JSON until the
     step ends, then dropping it if it merely echoes a tool call's arguments (some providers leak them)."""
 
     async def stream_step(self, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
-        if request.output_schema is not None or request.json_answer:  # the answer IS JSON: stream it live
-            async with closing(model.stream(request)) as stream:
-                async for part in stream:
-                    yield part
-            return
-        echo = _EchoFilter()
-        async with closing(model.stream(request)) as stream:
-            async for part in stream:
-                for out in echo.process(part):
+        stream, echo = self.open_step(model, request)
+        async with closing(stream) as parts:
+            async for part in parts:
+                for out in echo.process(part) if echo is not None else (part,):
                     yield out
-        for out in echo.flush():  # the stream ended without a finish part: release what was held
+        for out in echo.flush() if echo is not None else ():  # the stream ended without a finish part
             yield out
+
+    def open_step(
+        self, model: Model, request: ModelRequest
+    ) -> tuple[AsyncIterator[ModelStreamPart], PartFilter | None]:
+        if request.output_schema is not None or request.json_answer:  # the answer IS JSON: stream it live
+            return model.stream(request), None
+        return model.stream(request), _EchoFilter()
 
 
 class _EchoFilter:
@@ -144,4 +164,4 @@ def _matches(candidate: dict[str, Any], call: ToolInputEnd) -> bool:
     return name == call.tool_name and args == call.args
 
 
-__all__ = ["Driver", "NativeToolDriver"]
+__all__ = ["Driver", "NativeToolDriver", "PartFilter"]
