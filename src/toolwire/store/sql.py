@@ -597,6 +597,7 @@ class SQLStore(Store):
         ttl: float,
         max_output_chars: int = 0,
         takeover: bool = False,
+        top_level: bool = False,
     ) -> tuple[SessionInfo, OpenedHistory]:
         """:meth:`Store.open_run` in one write transaction: a burst of starting runs costs one group commit
         on SQLite's writer thread (one pooled connection on PostgreSQL) instead of three writes and two reads
@@ -606,7 +607,7 @@ class SQLStore(Store):
 
         def op(conn: sa.Connection) -> tuple[SessionInfo, OpenedHistory]:
             stored = self._ensure_session(conn, info)
-            check_owner(stored, info.user_id, parent_session_id=info.parent_session_id)
+            check_owner(stored, info.user_id, parent_session_id=info.parent_session_id, top_level=top_level)
             self._lock_session(conn, info.id, owner, ttl, takeover=takeover)
             opened = repaired_history(
                 [message_from_row(row) for row in conn.execute(message_query)],
