@@ -148,3 +148,28 @@ async def test_a_stranger_gets_404_not_busy_while_the_owner_runs(tmp_path: Path)
             body = (await running.aread()).decode()
         assert parse_sse(body)[-1]["data"] == "[DONE]"
     await store.close()
+
+
+async def test_two_users_racing_a_new_chat_id_never_write_into_each_other(tmp_path: Path) -> None:
+    store = await _store(tmp_path)
+    trials = 8
+    model = ScriptedModel([[TextPart(text="ok")] for _ in range(trials)])
+    app = create_app(Agent(model), store=store, tokens_file=_tokens(tmp_path))
+    async with (
+        live_server(app) as server,
+        server.client("tok-alice") as alice,
+        server.client("tok-bob") as bob,
+    ):
+        for trial in range(trials):
+            session_id = f"race-{trial}"
+            first, second = await asyncio.gather(
+                alice.post("/api/chat", json=_chat(session_id, "from alice")),
+                bob.post("/api/chat", json=_chat(session_id, "from bob")),
+            )
+            assert sorted((first.status_code, second.status_code)) == [200, 404]
+            winner, loser = ("alice", "bob") if first.status_code == 200 else ("bob", "alice")
+            info = await store.get_session(session_id)
+            assert info is not None and info.user_id == winner
+            texts = [m.text for m in await store.raw_messages(session_id) if m.role == "user"]
+            assert texts == [f"from {winner}"], (texts, loser)
+    await store.close()
