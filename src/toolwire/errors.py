@@ -30,6 +30,7 @@
     ├── StoreError
     │   ├── SessionBusyError
     │   └── SessionAccessError
+    │       └── SubSessionError
     └── RequestError (status, kind)         (toolwire.server.errors)
 
 Foreign exceptions are translated at the boundary with ``raise ... from exc``. Two ``ValueError``
@@ -241,3 +242,8 @@ class SessionAccessError(StoreError):
 
     The message never names the owner, so it can be shown to the caller.
     """
+
+
+class SubSessionError(SessionAccessError):
+    """A run that must start a conversation's own session (``top_level=True``) was given a sub-agent's
+    session, of the same user: nothing was read or written."""

@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.store.conftest import Target
-from toolwire.errors import ConfigError, SessionAccessError, SessionBusyError, StoreError
+from toolwire.errors import ConfigError, SessionAccessError, SessionBusyError, StoreError, SubSessionError
 from toolwire.messages import (
     FilePart,
     Message,
@@ -681,6 +681,9 @@ async def test_a_takeover_claims_only_a_lease_still_held_and_expired(store: SQLS
 async def test_open_run_creates_checks_the_owner_locks_and_reads_in_one_step(store: SQLStore) -> None:
     info, opened = await store.open_run(_info(user_id="u1"), "run_a", ttl=60.0)
     assert (info.id, info.user_id, opened.messages, opened.awaited) == (SID, "u1", [], [])
+    # A new session is created as ensure_session creates one, and locked in the same statement.
+    assert await store.get_session(SID) == info
+    assert await store.run_in_progress(SID)
     with pytest.raises(SessionBusyError):  # the run holds the lock
         await store.lock_session(SID, "run_b")
     with pytest.raises(SessionBusyError):
@@ -705,6 +708,23 @@ async def test_open_run_creates_checks_the_owner_locks_and_reads_in_one_step(sto
     assert opened.messages[:2] == [user, assistant] and opened.interrupted == [("msg_a1", "call_a")]
     [row] = await store.tool_calls(SID)
     assert row.status == "interrupted"
+
+
+async def test_open_run_top_level_refuses_a_sub_session_after_the_owner(store: SQLStore) -> None:
+    root = SessionInfo(id="root", user_session_id="root", user_id="u1")
+    sub = SessionInfo(id="sub", parent_session_id="root", user_session_id="root", user_id="u1")
+    await store.ensure_session(root)
+    await store.ensure_session(sub)
+    top = SessionInfo(id="sub", user_session_id="sub", user_id="u1")
+    with pytest.raises(SubSessionError):
+        await store.open_run(top, "run_a", ttl=60.0, top_level=True)
+    with pytest.raises(SessionAccessError) as stranger:  # not yours comes first: nothing more is told
+        await store.open_run(SessionInfo(id="sub", user_id="u2"), "run_b", ttl=60.0, top_level=True)
+    assert not isinstance(stranger.value, SubSessionError)
+    assert not await store.run_in_progress("sub")  # refused before the lock
+    await store.open_run(top, "run_c", ttl=60.0)  # without top_level a library run may still use it
+    info, _ = await store.open_run(SessionInfo(id="new", user_id="u1"), "run_d", ttl=60.0, top_level=True)
+    assert info.parent_session_id is None and await store.run_in_progress("new")
 
 
 # -- transactions ------------------------------------------------------------------------------

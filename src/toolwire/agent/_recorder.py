@@ -62,9 +62,11 @@ class StepRecorder:
         interaction_id: str,
         max_output_chars: int,
         takeover: bool = False,
+        top_level: bool = False,
     ) -> None:
         self.store = store
         self._takeover = takeover
+        self._top_level = top_level
         self.session = session
         self.interaction_id = interaction_id
         self.seq = 0
@@ -140,6 +142,7 @@ class StepRecorder:
             ttl=self._ttl,
             max_output_chars=self._max_output_chars,
             takeover=self._takeover,
+            top_level=self._top_level,
         )
         self._untitled = info.title is None and info.parent_session_id is None
         self.seq = self._persisted_seq = info.last_seq

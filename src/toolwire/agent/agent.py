@@ -268,6 +268,7 @@ class Agent(Generic[DepsT, OutputT]):
         approvals: Mapping[DecisionKey, Approval] | None = None,
         tool_outputs: Mapping[DecisionKey, Any] | None = None,
         takeover: bool = False,
+        top_level: bool = False,
     ) -> AgentRun[OutputT]:
         """Start a run: ``async for event in agent.stream(...)``. ``parent`` makes it a sub-agent run of
         that tool call.
@@ -286,6 +287,10 @@ class Agent(Generic[DepsT, OutputT]):
         ``takeover=True`` continues a run whose process died (its lease expired; the server's
         :mod:`~toolwire.server.takeover` does this): no prompt, the unfinished calls end as interrupted and
         the model goes on from the last stored step.
+
+        ``top_level=True`` refuses a ``session_id`` that is a sub-agent's session
+        (:class:`~toolwire.errors.SubSessionError`, nothing written), in the same store transaction that
+        creates the session or checks its owner (the server's chat turns use it).
         """
         return AgentRun(
             self._run_config(),
@@ -299,6 +304,7 @@ class Agent(Generic[DepsT, OutputT]):
             approvals=approvals,
             tool_outputs=tool_outputs,
             takeover=takeover,
+            top_level=top_level,
         )
 
     async def run(

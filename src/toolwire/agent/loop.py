@@ -180,9 +180,11 @@ class AgentRun(Generic[OutputT]):
         approvals: Mapping[DecisionKey, Approval] | None = None,
         tool_outputs: Mapping[DecisionKey, Any] | None = None,
         takeover: bool = False,
+        top_level: bool = False,
     ) -> None:
         self.config = config
         self._takeover = takeover
+        self._top_level = top_level
         parent_run = parent.sink if parent is not None and isinstance(parent.sink, AgentRun) else None
         self._parent_run = parent_run
         if parent_run is not None:
@@ -304,6 +306,7 @@ class AgentRun(Generic[OutputT]):
             interaction_id=self.interaction_id,
             max_output_chars=config.max_tool_output_chars,
             takeover=self._takeover,
+            top_level=self._top_level,
         )
         self._recorder = recorder
         model_step = ModelStep(config, recorder, self._output)

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from toolwire.agent.pending import Approval, DecisionKey
-from toolwire.errors import ResumeError, SessionAccessError, SessionBusyError
+from toolwire.errors import ResumeError, SessionAccessError, SessionBusyError, SubSessionError
 from toolwire.events import InteractionEnd, InteractionStart
 from toolwire.messages import new_id
 from toolwire.server._input import check_prompt, check_session_id, read_json
@@ -38,6 +38,7 @@ from toolwire.server.ui_messages import (
     answers_calls,
     client_answers,
     last_user_text,
+    shows_turns,
     turn_to_replace,
     ui_messages_to_history,
 )
@@ -89,6 +90,7 @@ class ChatEndpoint:
         approvals: dict[DecisionKey, Approval] = {}
         outputs: dict[DecisionKey, Any] = {}
         message_id = ""  # a new turn's message is named after its run (a resumed stream names it alike)
+        claimed = True  # False: the run's own start claims the session (the one store call of a new chat)
         if trigger == "submit-message" and isinstance(last, dict) and answers_calls(last):
             # The client answered the calls of its last assistant message (approvals, client tools'
             # outputs) and re-submitted: continue that message with the answers the store awaits.
@@ -98,20 +100,28 @@ class ChatEndpoint:
         else:
             prompt = check_prompt(last_user_text(messages), server.limits)
             history = ui_messages_to_history(messages[:-1], session_id=session_id)
-            if not await self._import_client_history(session_id, user, history):
-                # regenerate-message and edits (messageId) replace a turn even when the client shows none
-                replaces = trigger == "regenerate-message" or body.get("messageId") is not None
-                await self._follow_client(session_id, messages[:-1], replaces=replaces)
-
-        # Subscribed before the run starts, so the stream misses none of its events.
-        subscription = await server.hub.open(session_id, None)
-        try:
-            await server.runs.start(
-                session_id, prompt, user_id=user, approvals=approvals, tool_outputs=outputs
-            )
-        except BaseException:
-            subscription.close()
-            raise
+            # regenerate-message and edits (messageId) replace a turn even when the client shows none
+            replaces = trigger == "regenerate-message" or body.get("messageId") is not None
+            if history or replaces or shows_turns(messages[:-1]) or server.runs.running(session_id):
+                if not await self._import_client_history(session_id, user, history):
+                    await self._follow_client(session_id, messages[:-1], replaces=replaces)
+            else:
+                # Only the new message: nothing to import or cut, so the run's start claims the session
+                # in its one store transaction (a burst of new chats costs one writer round trip each).
+                # A run going on here is claimed first above, so its 409 never answers a stranger.
+                claimed = False
+        if claimed:
+            # Subscribed before the run starts, so the stream misses none of its events.
+            subscription = await server.hub.open(session_id, None)
+            try:
+                await server.runs.start(
+                    session_id, prompt, user_id=user, approvals=approvals, tool_outputs=outputs
+                )
+            except BaseException:
+                subscription.close()
+                raise
+        else:
+            subscription = await self._start_unclaimed(session_id, prompt, user)
         encoder = UIStreamEncoder(session_id, message_id, features)
         return StreamingResponse(
             _ui_stream(encoder, subscription, server.limits.ping_interval), headers=UI_STREAM_HEADERS
@@ -141,6 +151,29 @@ class ChatEndpoint:
             _ui_stream(encoder, subscription, server.limits.ping_interval, live_from=turn.live_from),
             headers=UI_STREAM_HEADERS,
         )
+
+    async def _start_unclaimed(self, session_id: str, prompt: str | None, user: str) -> Subscription:
+        """Start a new turn whose run claims the session (creates it for ``user``, or checks that ``user``
+        owns it and that it is no sub-agent's) in its first store transaction; the stream subscribes once
+        that claim succeeded and before the run's first event is published, so it misses none."""
+        server = self.server
+        try:
+            subscription = await server.runs.start(
+                session_id,
+                prompt,
+                user_id=user,
+                top_level=True,
+                watch=lambda: server.hub.open(session_id, None),
+            )
+        except SubSessionError:
+            raise RequestError(
+                "sub-agent sessions take no user messages", status=403, kind="forbidden"
+            ) from None
+        except SessionAccessError:
+            raise not_found(session_id) from None
+        if subscription is None:  # the run ended before any event (its start had claimed the session)
+            subscription = await server.hub.open(session_id, None)
+        return subscription
 
     def _features(self, request: Request) -> ClientFeatures:
         """What the caller's AI SDK version accepts (its header, else the server's setting)."""
@@ -191,6 +224,8 @@ class ChatEndpoint:
         """Drop the stored turns the client no longer shows (regenerated, edited or truncated), under the
         session's lock so no run writes meanwhile (:func:`turn_to_replace` says which; the caller owns the
         session, claimed just before)."""
+        if not replaces and not shows_turns(earlier):
+            return  # nothing can be cut (see turn_to_replace): the stored messages need not be read
         store = await self.server.store()
         cut = turn_to_replace(earlier, await store.raw_messages(session_id), replaces=replaces)
         if cut is None:

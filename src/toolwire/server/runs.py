@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 from toolwire.agent._pause import plan_answers
 from toolwire.agent.agent import Agent
@@ -23,6 +23,8 @@ from toolwire.server.hub import EventHub
 from toolwire.server.shared_hub import SharedEventHub
 
 logger = logging.getLogger("toolwire.server")
+
+W = TypeVar("W")
 
 
 class RunManager:
@@ -51,13 +53,21 @@ class RunManager:
         approvals: Mapping[DecisionKey, Approval] | None = None,
         tool_outputs: Mapping[DecisionKey, Any] | None = None,
         takeover: bool = False,
-    ) -> None:
+        top_level: bool = False,
+        watch: Callable[[], Awaitable[W]] | None = None,
+    ) -> W | None:
         """Start a run; returns once it holds the session (its first event is published).
 
         ``approvals`` / ``tool_outputs`` answer the calls a paused run left waiting (with or without a new
         ``prompt``); they are checked against the store first, so answers that do not apply raise
         :class:`~toolwire.errors.ResumeError` before anything is started or written. Raises
         :class:`SessionBusyError` when a run is going on, here or in another replica.
+
+        ``top_level``: the run's start claims the session (creates it for ``user_id``, or checks that
+        ``user_id`` owns it and that it is no sub-agent's) in its one store transaction, so a caller need
+        not claim it first. ``watch`` (e.g. a hub subscription) is called once that claim succeeded and
+        before the first event is published, so it sees every event of the run and nothing of a refused
+        session; what it returns is returned.
         """
         if self.running(session_id):
             raise SessionBusyError(f"session {session_id!r} is already running; wait for it or cancel it")
@@ -72,15 +82,24 @@ class RunManager:
                 approvals=approvals,
                 tool_outputs=tool_outputs,
                 takeover=takeover,
+                top_level=top_level,
             )
             events = run.__aiter__()
             try:
                 first = await events.__anext__()
             except StopAsyncIteration:
-                return
+                return None
+            watcher: W | None = None
+            if watch is not None:
+                try:
+                    watcher = await watch()
+                except BaseException:
+                    await run.aclose()  # the run ends (recorded) and gives the session back
+                    raise
             self.hub.publish(first)
             self._runs[session_id] = run
             self._tasks[session_id] = asyncio.create_task(self._pump(session_id, events))
+            return watcher
         finally:
             self._starting.discard(session_id)
 

@@ -105,6 +105,12 @@ def _user_text(message: dict[str, Any], where: str) -> str:
     return "".join(t for t in texts if isinstance(t, str))
 
 
+def shows_turns(earlier: list[Any]) -> bool:
+    """Whether the client's earlier messages hold a user turn: without one, and unless the request
+    replaces a turn, :func:`turn_to_replace` cuts nothing whatever the store holds."""
+    return any(isinstance(m, dict) and m.get("role") == "user" for m in earlier)
+
+
 def turn_to_replace(earlier: list[Any], stored: Sequence[Message], *, replaces: bool) -> str | None:
     """Where a known conversation is cut before the new turn, following the client's view of it.
 

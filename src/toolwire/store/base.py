@@ -208,6 +208,7 @@ class Store(ABC):
         ttl: float,
         max_output_chars: int = 0,
         takeover: bool = False,
+        top_level: bool = False,
     ) -> tuple[SessionInfo, OpenedHistory]:
         """The start of a run: :meth:`ensure_session`, :func:`check_owner` (a session of someone else, or
         elsewhere in the tree, is refused with :class:`~toolwire.errors.SessionAccessError` before
@@ -215,9 +216,10 @@ class Store(ABC):
         in one transaction (the SQL store does: one round trip instead of four when many runs start).
         ``takeover``: the run continues a dead replica's; a store with leases (SQL) then claims only a
         lease still held and expired, so a run another replica took over and finished is not taken again.
-        Stores without leases claim as for any run."""
+        Stores without leases claim as for any run. ``top_level``: a sub-agent's session is refused too
+        (:class:`~toolwire.errors.SubSessionError`): the server's chat turn claims its session here."""
         stored = await self.ensure_session(info)
-        check_owner(stored, info.user_id, parent_session_id=info.parent_session_id)
+        check_owner(stored, info.user_id, parent_session_id=info.parent_session_id, top_level=top_level)
         await self.lock_session(info.id, owner, ttl=ttl)
         return stored, await self.open_history(info.id, max_output_chars=max_output_chars)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from toolwire._fast_init import fast_frozen_init
-from toolwire.errors import SessionAccessError
+from toolwire.errors import SessionAccessError, SubSessionError
 from toolwire.events import AwaitingKind, ToolCallStatus
 from toolwire.messages import Message, Usage
 
@@ -49,14 +49,24 @@ CallKey: TypeAlias = tuple[str, str]
 id in later steps (``call_0`` every turn), so the id alone would alias an earlier call's result."""
 
 
-def check_owner(info: SessionInfo, user_id: str | None, *, parent_session_id: str | None = None) -> None:
+def check_owner(
+    info: SessionInfo,
+    user_id: str | None,
+    *,
+    parent_session_id: str | None = None,
+    top_level: bool = False,
+) -> None:
     """Raise :class:`SessionAccessError` unless ``user_id`` may act on the stored session ``info``.
 
     ``user_id=None`` is trusted library code acting for nobody in particular; a session stored without
-    an owner can only be used that way. A sub-session must hang under the expected parent.
+    an owner can only be used that way. A sub-session must hang under the expected parent; with
+    ``top_level`` the session must hang under none (:class:`SubSessionError`, checked after the owner so
+    that a stranger learns nothing more than "not yours").
     """
     if user_id is not None and info.user_id != user_id:
         raise SessionAccessError(f"session {info.id!r} belongs to another user")
+    if top_level and info.parent_session_id is not None:
+        raise SubSessionError(f"session {info.id!r} is a sub-agent's session")
     if parent_session_id is not None and info.parent_session_id != parent_session_id:
         raise SessionAccessError(f"session {info.id!r} is not a sub-session of {parent_session_id!r}")
 

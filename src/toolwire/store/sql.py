@@ -597,16 +597,27 @@ class SQLStore(Store):
         ttl: float,
         max_output_chars: int = 0,
         takeover: bool = False,
+        top_level: bool = False,
     ) -> tuple[SessionInfo, OpenedHistory]:
         """:meth:`Store.open_run` in one write transaction: a burst of starting runs costs one group commit
         on SQLite's writer thread (one pooled connection on PostgreSQL) instead of three writes and two reads
         each. A refused owner or a busy lock raises inside it, so nothing is written."""
         message_query = self._messages_query(info.id)
         calls_query = self._tool_calls_query(info.id)
+        create = self._insert_ignoring(sessions, ["id"])
+        new_row = session_values(info)
 
         def op(conn: sa.Connection) -> tuple[SessionInfo, OpenedHistory]:
+            if not takeover:  # (a takeover claims only a lease held before: never a new session)
+                locked = {**new_row, "lock_owner": owner, "lock_expires_at": time.time() + ttl}
+                if write_rows(conn, create, locked) == 1:
+                    # A new session, created already locked by this run: the caller owns it and it has
+                    # no history, so there is nothing more to check or read (one statement, not five).
+                    return info, repaired_history(
+                        [], [], max_output_chars=max_output_chars, mark_interrupted=True
+                    )
             stored = self._ensure_session(conn, info)
-            check_owner(stored, info.user_id, parent_session_id=info.parent_session_id)
+            check_owner(stored, info.user_id, parent_session_id=info.parent_session_id, top_level=top_level)
             self._lock_session(conn, info.id, owner, ttl, takeover=takeover)
             opened = repaired_history(
                 [message_from_row(row) for row in conn.execute(message_query)],
