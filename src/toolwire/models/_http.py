@@ -8,7 +8,9 @@ parts (a :class:`WireParser`); :meth:`HTTPModel.stream` runs the exchange the sa
 from __future__ import annotations
 
 import email.utils
+import functools
 import json
+import ssl
 import time
 from abc import abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping, Sequence
@@ -47,7 +49,14 @@ def make_client(http_client: httpx.AsyncClient | None) -> tuple[httpx.AsyncClien
     """Return ``(client, owned)``: the injected client, or a new one the adapter must close."""
     if http_client is not None:
         return http_client, False
-    return httpx.AsyncClient(timeout=DEFAULT_TIMEOUT), True
+    return httpx.AsyncClient(timeout=DEFAULT_TIMEOUT, verify=_tls_context()), True
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    # httpx builds a context per client by reading and parsing the whole CA bundle (~16 ms), which each
+    # adapter's first request paid; one verifying context serves every client (it holds no connection state).
+    return httpx.create_ssl_context()
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
