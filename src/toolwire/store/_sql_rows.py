@@ -199,6 +199,17 @@ PG_INSERT_MESSAGE = _insert_at_next_position(postgresql.insert)
 SQLITE_INSERT_MESSAGE = _insert_at_next_position(sqlite.insert)
 """The same on SQLite: one statement per message instead of a look-up of its slot and an insert."""
 HAS_MESSAGES = sa.select(messages.c.id).where(messages.c.session_id == sa.bindparam("h_session")).limit(1)
+SESSION_MESSAGES = (
+    sa.select(messages)
+    .where(messages.c.session_id == sa.bindparam("q_session"))
+    .order_by(messages.c.position)
+)
+"""A session's messages in order, built once: building the select per call cost more than running it."""
+SESSION_TOOL_CALLS = (
+    sa.select(tool_calls)
+    .where(tool_calls.c.session_id == sa.bindparam("q_session"))
+    .order_by(tool_calls.c.id)
+)
 SET_SESSION_USAGE = (
     sa.update(sessions).where(sessions.c.id == sa.bindparam("u_id")).values(usage=sa.bindparam("u_usage"))
 )

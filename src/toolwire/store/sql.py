@@ -49,6 +49,8 @@ from toolwire.store._sql_rows import (
     COMPLETE_CALL,
     HAS_MESSAGES,
     MARK_INTERRUPTED,
+    SESSION_MESSAGES,
+    SESSION_TOOL_CALLS,
     SET_SESSION_USAGE,
     check_schema,
     completion_row,
@@ -408,22 +410,14 @@ class SQLStore(Store):
 
         await self._write("finish a step", op)
 
-    @staticmethod
-    def _messages_query(session_id: str) -> sa.Select[Any]:
-        return sa.select(messages).where(messages.c.session_id == session_id).order_by(messages.c.position)
-
-    @staticmethod
-    def _tool_calls_query(session_id: str) -> sa.Select[Any]:
-        return sa.select(tool_calls).where(tool_calls.c.session_id == session_id).order_by(tool_calls.c.id)
-
     async def raw_messages(self, session_id: str) -> list[Message]:
-        query = self._messages_query(session_id)
-        rows = await self._read("read messages", lambda conn: conn.execute(query).all())
+        key = {"q_session": session_id}
+        rows = await self._read("read messages", lambda conn: conn.execute(SESSION_MESSAGES, key).all())
         return [message_from_row(row) for row in rows]
 
     async def tool_calls(self, session_id: str) -> list[ToolCallRecord]:
-        query = self._tool_calls_query(session_id)
-        rows = await self._read("read tool calls", lambda conn: conn.execute(query).all())
+        key = {"q_session": session_id}
+        rows = await self._read("read tool calls", lambda conn: conn.execute(SESSION_TOOL_CALLS, key).all())
         return [tool_call_from_row(row) for row in rows]
 
     async def mark_interrupted(self, session_id: str, calls: Sequence[CallKey]) -> None:
@@ -602,8 +596,7 @@ class SQLStore(Store):
         """:meth:`Store.open_run` in one write transaction: a burst of starting runs costs one group commit
         on SQLite's writer thread (one pooled connection on PostgreSQL) instead of three writes and two reads
         each. A refused owner or a busy lock raises inside it, so nothing is written."""
-        message_query = self._messages_query(info.id)
-        calls_query = self._tool_calls_query(info.id)
+        key = {"q_session": info.id}
         create = self._insert_ignoring(sessions, ["id"])
         new_row = session_values(info)
 
@@ -620,8 +613,8 @@ class SQLStore(Store):
             check_owner(stored, info.user_id, parent_session_id=info.parent_session_id, top_level=top_level)
             self._lock_session(conn, info.id, owner, ttl, takeover=takeover)
             opened = repaired_history(
-                [message_from_row(row) for row in conn.execute(message_query)],
-                [tool_call_from_row(row) for row in conn.execute(calls_query)],
+                [message_from_row(row) for row in conn.execute(SESSION_MESSAGES, key)],
+                [tool_call_from_row(row) for row in conn.execute(SESSION_TOOL_CALLS, key)],
                 max_output_chars=max_output_chars,
                 mark_interrupted=True,
             )
