@@ -23,12 +23,15 @@ async def with_pings(subscription: Subscription, interval: float) -> AsyncIterat
     The caller closes the subscription (in a ``finally``, so a client that goes away unsubscribes too).
     """
     while True:
-        try:
-            async with asyncio.timeout(interval):
-                item = await subscription.get()
-        except TimeoutError:
-            yield None
-            continue
+        # Items a run published together are taken without a timer each (one per event cost ~3 µs).
+        item = subscription.queued()
+        if item is ...:
+            try:
+                async with asyncio.timeout(interval):
+                    item = await subscription.get()
+            except TimeoutError:
+                yield None
+                continue
         if item is None:
             return
         yield item

@@ -25,6 +25,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from types import EllipsisType
 from typing import Any, Protocol
 
 from toolwire.events import AgentEvent, InteractionEnd, event_to_dict
@@ -296,6 +297,11 @@ class Subscription:
     async def get(self) -> StreamItem | None:
         """The next item; ``None`` at the end of an overflowed subscription."""
         return await self._subscriber.queue.get()
+
+    def queued(self) -> StreamItem | EllipsisType | None:
+        """The next item if one is queued already (``None``: the end, as from :meth:`get`), else ``...``."""
+        queue = self._subscriber.queue
+        return ... if queue.empty() else queue.get_nowait()
 
     def close(self) -> None:
         self._hub._unsubscribe(self._session_id, self._subscriber)
