@@ -247,34 +247,38 @@ async def _ui_stream(
 
     The ``start`` chunk goes out with the first event, which names the message when ``encoder`` has no
     id yet. Ends of the chat's runs before cursor ``live_from`` are paused runs of a replayed turn that
-    the client continued: skipped."""
+    the client continued: skipped. Frames of events queued together leave in one write."""
+    frames: list[bytes] = []
     try:
         if encoder.message_id:
             yield data_frame(encoder.start())
         async for item in with_pings(subscription, ping_interval):
             if item is None:
-                yield PING
-                continue
-            event = item.event
-            if event is None:  # a stream-reset: this client fell too far behind
+                frames.append(PING)
+            elif (event := item.event) is None:  # a stream-reset: this client fell too far behind
                 if not encoder.message_id:
                     encoder.message_id = new_id("msg_")
-                    yield data_frame(encoder.start())
-                yield _FELL_BEHIND
+                    frames.append(data_frame(encoder.start()))
+                frames.append(_FELL_BEHIND)
                 break
-            if not encoder.message_id:
-                own_start = isinstance(event, InteractionStart) and event.session_id == encoder.session_id
-                encoder.message_id = turn_message_id(event.interaction_id) if own_start else new_id("msg_")
-                yield data_frame(encoder.start())
-            own_end = isinstance(event, InteractionEnd) and event.session_id == encoder.session_id
-            if own_end and item.cursor < live_from:
-                continue
-            for chunk in encoder.encode(event):
-                yield data_frame(chunk)
-            if own_end:
-                break
+            else:
+                if not encoder.message_id:
+                    own_start = isinstance(event, InteractionStart) and event.session_id == encoder.session_id
+                    encoder.message_id = (
+                        turn_message_id(event.interaction_id) if own_start else new_id("msg_")
+                    )
+                    frames.append(data_frame(encoder.start()))
+                own_end = isinstance(event, InteractionEnd) and event.session_id == encoder.session_id
+                if not (own_end and item.cursor < live_from):
+                    frames.extend(data_frame(chunk) for chunk in encoder.encode(event))
+                    if own_end:
+                        break
+            if frames and not subscription.has_queued():
+                yield b"".join(frames)
+                frames.clear()
         else:
-            yield _FELL_BEHIND  # the stream ended (server shutdown) before the run did
-        yield DONE_FRAME
+            frames.append(_FELL_BEHIND)  # the stream ended (server shutdown) before the run did
+        frames.append(DONE_FRAME)
+        yield b"".join(frames)
     finally:
         subscription.close()

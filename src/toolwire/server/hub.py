@@ -298,6 +298,11 @@ class Subscription:
         """The next item; ``None`` at the end of an overflowed subscription."""
         return await self._subscriber.queue.get()
 
+    def has_queued(self) -> bool:
+        """Whether an item is waiting: a writer holds its frames back until none is, then sends them in one
+        write (a run publishes several events at once; a write per frame is a system call each)."""
+        return not self._subscriber.queue.empty()
+
     def queued(self) -> StreamItem | EllipsisType | None:
         """The next item if one is queued already (``None``: the end, as from :meth:`get`), else ``...``."""
         queue = self._subscriber.queue

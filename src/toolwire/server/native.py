@@ -284,8 +284,14 @@ class NativeEndpoints:
 async def _event_stream(subscription: Subscription, ping_interval: float) -> AsyncIterator[bytes]:
     try:
         yield CONNECTED
+        frames: list[bytes] = []
         async for item in with_pings(subscription, ping_interval):
-            yield PING if item is None else event_frame(item)
+            frames.append(PING if item is None else event_frame(item))
+            if not subscription.has_queued():
+                yield b"".join(frames)
+                frames.clear()
+        if frames:
+            yield b"".join(frames)
     finally:
         subscription.close()
 
