@@ -36,6 +36,33 @@ def _count_writes(store: SQLStore) -> list[str]:
 
 async def test_parallel_completions_are_batched_and_all_stored(store: SQLStore) -> None:
     writes = _count_writes(store)
+    release, straggler = asyncio.Event(), asyncio.Event()
+
+    async def work(i: int) -> int:
+        """Seven wait for each other and finish together; the eighth finishes later."""
+        await (straggler if i == 7 else release).wait()
+        return i * i
+
+    calls = [ToolCallPart(tool_call_id=f"c{i}", tool_name="work", args={"i": i}) for i in range(8)]
+    agent = Agent(ScriptedModel([calls, [TextPart(text="done")]]), tools=[work], store=store)
+    run = asyncio.create_task(agent.run("go", session_id="g"))
+    await asyncio.sleep(0.2)
+    release.set()
+    await asyncio.sleep(0.2)
+    straggler.set()
+    await asyncio.wait_for(run, 30)
+
+    rows = {r.tool_call_id: r for r in await store.tool_calls("g")}
+    assert {cid: (r.status, r.output) for cid, r in rows.items()} == {
+        f"c{i}": ("ok", i * i) for i in range(8)
+    }
+    # seven completions while a call still runs, fewer transactions: finishing together, they share a
+    # commit (the straggler is written with the step's end)
+    assert 1 <= writes.count("complete a tool call") < 7, writes
+
+
+async def test_calls_finishing_with_the_last_are_stored_with_the_steps_end(store: SQLStore) -> None:
+    writes = _count_writes(store)
     release = asyncio.Event()
 
     async def work(i: int) -> int:
@@ -45,17 +72,19 @@ async def test_parallel_completions_are_batched_and_all_stored(store: SQLStore) 
 
     calls = [ToolCallPart(tool_call_id=f"c{i}", tool_name="work", args={"i": i}) for i in range(8)]
     agent = Agent(ScriptedModel([calls, [TextPart(text="done")]]), tools=[work], store=store)
-    run = asyncio.create_task(agent.run("go", session_id="g"))
+    run = asyncio.create_task(agent.run("go", session_id="t"))
     await asyncio.sleep(0.2)
     release.set()
-    await asyncio.wait_for(run, 30)
+    result = await asyncio.wait_for(run, 30)
 
-    rows = {r.tool_call_id: r for r in await store.tool_calls("g")}
+    rows = {r.tool_call_id: r for r in await store.tool_calls("t")}
     assert {cid: (r.status, r.output) for cid, r in rows.items()} == {
         f"c{i}": ("ok", i * i) for i in range(8)
     }
-    # eight completions, fewer transactions: the ones finishing together share a commit
-    assert 1 <= writes.count("complete a tool call") < 8, writes
+    assert [e.result.output for e in result.tool_executions] == [i * i for i in range(8)]
+    # all eight finished in one event-loop turn: no transaction of their own, the step's end stores them
+    assert writes.count("complete a tool call") == 0, writes
+    assert writes.count("finish a step") >= 2, writes
 
 
 async def test_a_completion_is_stored_before_it_is_announced(store: SQLStore) -> None:

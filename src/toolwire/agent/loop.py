@@ -675,12 +675,10 @@ class AgentRun(Generic[OutputT]):
         inbox = Inbox()
         self._inbox = inbox
 
-        async def record(outcome: ToolOutcome, last: bool) -> None:
-            if last and outcome.status not in AWAITING:
-                recorder.complete_later(outcome)  # written and announced with the step's end
-            else:
-                await recorder.complete(outcome)
-            outcomes[outcome.call.tool_call_id] = outcome
+        async def record(finished: list[ToolOutcome], last: bool) -> None:
+            await recorder.finished(finished, last=last)
+            for outcome in finished:
+                outcomes[outcome.call.tool_call_id] = outcome
 
         batch = executor.run_batch(
             calls,

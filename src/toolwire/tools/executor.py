@@ -122,8 +122,58 @@ class CallFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class _Finished:
+    """A call's outcome, not recorded yet."""
+
+    outcome: ToolOutcome
+
+
+@dataclass(frozen=True, slots=True)
 class _Failed:
     error: BaseException
+
+
+@dataclass(slots=True)
+class _Batch:
+    """The running side of :meth:`ToolExecutor.run_batch`: its tasks run calls through this."""
+
+    executor: ToolExecutor
+    ctx: RunContext[Any]
+    errors: dict[str, str]
+    inbox: Inbox
+    on_finished: Callable[[list[ToolOutcome], bool], Awaitable[None]]
+    sequential: bool
+    unfinished: int
+    running: dict[str, tuple[ToolCallPart, float]] = field(default_factory=dict)
+
+    async def run(self, calls: Sequence[ToolCallPart]) -> None:
+        """One task's calls (one, or the whole batch when sequential)."""
+        inbox, running = self.inbox, self.running
+        try:
+            for call in calls:
+                started = time.time()
+                running[call.tool_call_id] = (call, started)
+                inbox.put_nowait(CallStarted(call, started))
+                outcome = await self.executor.execute(
+                    call, self.ctx.for_call(call), args_error=self.errors.get(call.tool_call_id)
+                )
+                del running[call.tool_call_id]
+                if not self.sequential:
+                    inbox.put_nowait(
+                        _Finished(outcome)
+                    )  # recorded by the batch, with those finishing with it
+                    continue
+                self.unfinished -= 1
+                await self.on_finished([outcome], self.unfinished == 0)  # before the next call starts
+                inbox.put_nowait(CallFinished(outcome))
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # a store failure must not leave the batch waiting forever
+            inbox.put_nowait(_Failed(exc))
+
+    def heartbeats(self) -> list[CallHeartbeat]:
+        now = time.time()
+        return [CallHeartbeat(call, now - started) for call, started in self.running.values()]
 
 
 BatchItem = CallStarted | CallHeartbeat | CallFinished
@@ -145,7 +195,7 @@ class ToolExecutor:
         ctx: RunContext[Any],
         *,
         inbox: Inbox,
-        on_finished: Callable[[ToolOutcome, bool], Awaitable[None]],
+        on_finished: Callable[[list[ToolOutcome], bool], Awaitable[None]],
         args_errors: dict[str, str] | None = None,
         sequential: bool = False,
         heartbeat_interval: float | None = None,
@@ -154,46 +204,44 @@ class ToolExecutor:
         :data:`BatchItem` s as they happen, heartbeats included, and every other item the tools put in
         ``inbox`` (their progress events, a sub-agent's events) in the order they were put there.
 
-        ``on_finished(outcome, last)`` records each outcome before its :class:`CallFinished` is yielded;
-        ``last`` is true for the batch's last call to finish (the loop writes it with the step's end). Closing the
+        ``on_finished(outcomes, last)`` records outcomes before their :class:`CallFinished` are yielded:
+        those of the calls that finished together (everything the tools queued is handed on first), in
+        one call; ``last`` is true when no call of the batch is left (the loop then writes them with the
+        step's end). Calls of a ``sequential`` batch are recorded one by one, each before the next
+        starts. Closing the
         generator cancels the calls still running and waits for them: no call outlives its batch. (The
         tasks are owned here rather than by an ``asyncio.TaskGroup``, which cannot span the yields of a
         generator: closing one mid-batch would raise an exception group instead of ``GeneratorExit``.)
         """
-        errors = args_errors or {}
-        running: dict[str, tuple[ToolCallPart, float]] = {}
-        unfinished = len(calls)
-
-        async def run_one(call: ToolCallPart) -> None:
-            nonlocal unfinished
-            started = time.time()
-            running[call.tool_call_id] = (call, started)
-            inbox.put_nowait(CallStarted(call, started))
-            outcome = await self.execute(call, ctx.for_call(call), args_error=errors.get(call.tool_call_id))
-            running.pop(call.tool_call_id, None)
-            unfinished -= 1
-            await on_finished(outcome, unfinished == 0)
-            inbox.put_nowait(CallFinished(outcome))
-
-        async def guarded(batch: Sequence[ToolCallPart]) -> None:
-            try:
-                for call in batch:
-                    await run_one(call)
-            except asyncio.CancelledError:
-                raise
-            except BaseException as exc:  # a store failure must not leave the batch waiting forever
-                inbox.put_nowait(_Failed(exc))
-
+        state = _Batch(
+            self, ctx, args_errors or {}, inbox, on_finished, sequential=sequential, unfinished=len(calls)
+        )
         batches = [list(calls)] if sequential else [[c] for c in calls]
-        tasks = [asyncio.create_task(guarded(batch)) for batch in batches]
+        tasks = [asyncio.create_task(state.run(batch)) for batch in batches]
         remaining = len(calls)
+        finished: list[ToolOutcome] = []
         try:
             while remaining:
-                item = inbox.get_nowait() if not inbox.empty() else await inbox.get(heartbeat_interval)
+                if not inbox.empty():
+                    item = inbox.get_nowait()
+                elif finished:
+                    # Everything queued is handed on: the calls that finished meanwhile (in the same
+                    # event-loop turn, for tools that do not wait) are recorded together.
+                    group, finished = finished, []
+                    state.unfinished -= len(group)
+                    await on_finished(group, state.unfinished == 0)
+                    remaining -= len(group)
+                    for outcome in group:
+                        yield CallFinished(outcome)
+                    continue
+                else:
+                    item = await inbox.get(heartbeat_interval)
+                if isinstance(item, _Finished):
+                    finished.append(item.outcome)
+                    continue
                 if item is TICK:
-                    now = time.time()
-                    for call, started in list(running.values()):
-                        yield CallHeartbeat(call, now - started)
+                    for heartbeat in state.heartbeats():
+                        yield heartbeat
                     continue
                 if isinstance(item, _Failed):
                     raise item.error
