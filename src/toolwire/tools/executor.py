@@ -10,7 +10,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,8 @@ from toolwire.errors import (
 )
 from toolwire.events import ToolCallStatus
 from toolwire.messages import ToolCallPart, ToolResultPart
-from toolwire.tools._inbox import TICK, Inbox
+from toolwire.tools._batch import OnFinished, ToolBatch
+from toolwire.tools._inbox import Inbox
 from toolwire.tools.context import RunContext
 from toolwire.tools.function import Tool
 from toolwire.tools.registry import ToolRegistry
@@ -96,90 +97,6 @@ class ToolOutcome:
         return self.finished_at - self.started_at
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class CallStarted:
-    """A call of the batch began executing."""
-
-    call: ToolCallPart
-    started_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class CallHeartbeat:
-    """A call is still running (sent every ``heartbeat_interval`` while it runs)."""
-
-    call: ToolCallPart
-    elapsed: float
-
-
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class CallFinished:
-    """A call's outcome, already recorded by ``on_finished``."""
-
-    outcome: ToolOutcome
-
-
-@dataclass(frozen=True, slots=True)
-class _Finished:
-    """A call's outcome, not recorded yet."""
-
-    outcome: ToolOutcome
-
-
-@dataclass(frozen=True, slots=True)
-class _Failed:
-    error: BaseException
-
-
-@dataclass(slots=True)
-class _Batch:
-    """The running side of :meth:`ToolExecutor.run_batch`: its tasks run calls through this."""
-
-    executor: ToolExecutor
-    ctx: RunContext[Any]
-    errors: dict[str, str]
-    inbox: Inbox
-    on_finished: Callable[[list[ToolOutcome], bool], Awaitable[None]]
-    sequential: bool
-    unfinished: int
-    running: dict[str, tuple[ToolCallPart, float]] = field(default_factory=dict)
-
-    async def run(self, calls: Sequence[ToolCallPart]) -> None:
-        """One task's calls (one, or the whole batch when sequential)."""
-        inbox, running = self.inbox, self.running
-        try:
-            for call in calls:
-                started = time.time()
-                running[call.tool_call_id] = (call, started)
-                inbox.put_nowait(CallStarted(call, started))
-                outcome = await self.executor.execute(
-                    call, self.ctx.for_call(call), args_error=self.errors.get(call.tool_call_id)
-                )
-                del running[call.tool_call_id]
-                if not self.sequential:
-                    inbox.put_nowait(
-                        _Finished(outcome)
-                    )  # recorded by the batch, with those finishing with it
-                    continue
-                self.unfinished -= 1
-                await self.on_finished([outcome], self.unfinished == 0)  # before the next call starts
-                inbox.put_nowait(CallFinished(outcome))
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # a store failure must not leave the batch waiting forever
-            inbox.put_nowait(_Failed(exc))
-
-    def heartbeats(self) -> list[CallHeartbeat]:
-        now = time.time()
-        return [CallHeartbeat(call, now - started) for call, started in self.running.values()]
-
-
-BatchItem = CallStarted | CallHeartbeat | CallFinished
-"""What :meth:`ToolExecutor.run_batch` yields, besides whatever the running tools put in the inbox."""
-
-
 @dataclass(kw_only=True)
 class ToolExecutor:
     registry: ToolRegistry
@@ -189,75 +106,35 @@ class ToolExecutor:
     allowed: frozenset[str] | None = field(default=None)
     """When set, only these tool names may run in this run (``enabled_tools`` / ``exclude_tools``)."""
 
-    async def run_batch(
+    def start_batch(
         self,
         calls: Sequence[ToolCallPart],
         ctx: RunContext[Any],
         *,
         inbox: Inbox,
-        on_finished: Callable[[list[ToolOutcome], bool], Awaitable[None]],
+        on_finished: OnFinished,
         args_errors: dict[str, str] | None = None,
         sequential: bool = False,
         heartbeat_interval: float | None = None,
-    ) -> AsyncGenerator[Any, None]:
-        """Run one step's calls (concurrently, or one after another when ``sequential``), yielding
-        :data:`BatchItem` s as they happen, heartbeats included, and every other item the tools put in
-        ``inbox`` (their progress events, a sub-agent's events) in the order they were put there.
+    ) -> ToolBatch:
+        """Start one step's calls (concurrently, or one after another when ``sequential``); read what
+        happens with :meth:`ToolBatch.next`, and :meth:`ToolBatch.close` it in any case.
 
-        ``on_finished(outcomes, last)`` records outcomes before their :class:`CallFinished` are yielded:
-        those of the calls that finished together (everything the tools queued is handed on first), in
-        one call; ``last`` is true when no call of the batch is left (the loop then writes them with the
-        step's end). Calls of a ``sequential`` batch are recorded one by one, each before the next
-        starts. Closing the
-        generator cancels the calls still running and waits for them: no call outlives its batch. (The
-        tasks are owned here rather than by an ``asyncio.TaskGroup``, which cannot span the yields of a
-        generator: closing one mid-batch would raise an exception group instead of ``GeneratorExit``.)
+        ``on_finished(outcomes, last)`` records outcomes before their :class:`CallFinished` are handed
+        on: those of the calls that finished together, in one call; ``last`` is true when no call of the
+        batch is left (the loop then writes them with the step's end). Calls of a ``sequential`` batch
+        are recorded one by one, each before the next starts.
         """
-        state = _Batch(
-            self, ctx, args_errors or {}, inbox, on_finished, sequential=sequential, unfinished=len(calls)
+        return ToolBatch(
+            self,
+            calls,
+            ctx,
+            inbox=inbox,
+            on_finished=on_finished,
+            args_errors=args_errors,
+            sequential=sequential,
+            heartbeat_interval=heartbeat_interval,
         )
-        batches = [list(calls)] if sequential else [[c] for c in calls]
-        tasks = [asyncio.create_task(state.run(batch)) for batch in batches]
-        remaining = len(calls)
-        finished: list[ToolOutcome] = []
-        try:
-            while remaining:
-                if not inbox.empty():
-                    item = inbox.get_nowait()
-                elif finished:
-                    # Everything queued is handed on: the calls that finished meanwhile (in the same
-                    # event-loop turn, for tools that do not wait) are recorded together.
-                    group, finished = finished, []
-                    state.unfinished -= len(group)
-                    await on_finished(group, state.unfinished == 0)
-                    remaining -= len(group)
-                    for outcome in group:
-                        yield CallFinished(outcome)
-                    continue
-                else:
-                    item = await inbox.get(heartbeat_interval)
-                if isinstance(item, _Finished):
-                    finished.append(item.outcome)
-                    continue
-                if item is TICK:
-                    for heartbeat in state.heartbeats():
-                        yield heartbeat
-                    continue
-                if isinstance(item, _Failed):
-                    raise item.error
-                if isinstance(item, CallFinished):
-                    remaining -= 1
-                yield item
-            while not inbox.empty():  # what a tool emitted after its result (rare) still reaches clients
-                item = inbox.get_nowait()
-                if not isinstance(item, _Failed):
-                    yield item
-        finally:
-            still_running = [task for task in tasks if not task.done()]
-            if still_running:  # gathering finished tasks would still cost an event-loop turn per step
-                for task in still_running:
-                    task.cancel()
-                await asyncio.gather(*still_running, return_exceptions=True)
 
     async def execute(
         self, call: ToolCallPart, ctx: RunContext[Any], *, args_error: str | None = None
