@@ -93,10 +93,14 @@ def upgrade_schema(conn: sa.Connection, *, postgres: bool) -> None:
     conn.execute(sa.text(f"ALTER TABLE {rebuilt.name} RENAME TO {table}"))
 
 
+_ENCODE = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+"""``json.dumps(value, allow_nan=False, separators=...)`` without building an encoder on every call."""
+
+
 def dumps(value: Any) -> str:
     """The JSON serializer of every JSON column: never fails, so a strange tool output cannot lose a step."""
     try:
-        return json.dumps(value, allow_nan=False, separators=(",", ":"))
+        return _ENCODE(value)
     except (TypeError, ValueError, RecursionError):
         return json.dumps({"unserializable": safe_repr(value)}, separators=(",", ":"))
 
