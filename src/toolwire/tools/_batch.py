@@ -158,11 +158,22 @@ class ToolBatch:
             out.append(item)
 
     async def close(self) -> None:
+        """Cancel the calls still running and wait for them. Calls that finished but were not recorded
+        yet (the batch was closed before it handed them on) are recorded now, as the batch's last: the
+        run's end then stores and announces their real outcome instead of calling them cancelled."""
         still_running = [task for task in self._tasks if not task.done()]
         if still_running:  # gathering finished tasks would still cost an event-loop turn per step
             for task in still_running:
                 task.cancel()
             await asyncio.gather(*still_running, return_exceptions=True)
+        left = self._finished
+        while not self._inbox.empty():
+            item = self._inbox.get_nowait()
+            if isinstance(item, _Finished):
+                left.append(item.outcome)
+        if left:
+            self._finished = []
+            await self._on_finished(left, True)
 
     async def _run(self, calls: Sequence[ToolCallPart]) -> None:
         """One task's calls (one, or the whole batch when sequential)."""
