@@ -69,13 +69,6 @@ class StepRecorder:
         self._top_level = top_level
         self.session = session
         self.interaction_id = interaction_id
-        self._envelope: dict[str, Any] = {
-            "session_id": session.id,
-            "parent_session_id": session.parent_session_id,
-            "user_session_id": session.user_session_id or session.id,
-            "interaction_id": interaction_id,
-        }
-        """Every event's session envelope but its seq (the same for the whole run: built once)."""
         self.seq = 0
         self._persisted_seq = 0
         self._max_output_chars = max_output_chars
@@ -103,7 +96,14 @@ class StepRecorder:
     def event(self, cls: type[E], **fields: Any) -> E:
         """A new event of this run's session, numbered now."""
         self.seq += 1
-        return cls(seq=self.seq, **self._envelope, **fields)
+        return cls(
+            session_id=self.session.id,
+            parent_session_id=self.session.parent_session_id,
+            user_session_id=self.session.user_session_id or self.session.id,
+            interaction_id=self.interaction_id,
+            seq=self.seq,
+            **fields,
+        )
 
     def ended_call(
         self,
