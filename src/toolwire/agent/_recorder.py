@@ -313,8 +313,9 @@ class StepRecorder:
             await asyncio.gather(*(self.complete(o) for o in outcomes))  # they share a commit
 
     def complete_later(self, outcome: ToolOutcome) -> None:
-        """The outcome of the step's last call to finish: written with the step's end, in the same
-        transaction (one commit fewer per step); nobody hears of it before that."""
+        """The outcome of a call that finished last (with the step's last, in one event-loop turn):
+        written with the step's end, in the same transaction (one commit fewer per step); nobody hears
+        of it before that."""
         assert self.open_step is not None
         self.open_step.outcomes[outcome.call.tool_call_id] = outcome
         self.unwritten.append(outcome)
