@@ -387,6 +387,30 @@ async def test_closing_the_stream_mid_tool_cancels_the_tool_and_stores_it_cancel
     assert (await agent.run("next", session_id="s")).output == "after"
 
 
+async def test_closing_the_stream_keeps_the_results_of_calls_that_had_already_finished() -> None:
+    async def quick(i: int) -> str:
+        """Finishes at once."""
+        return f"done {i}"
+
+    store = MemoryStore()
+    calls = [call(f"q{i}", "quick", i=i) for i in range(3)]
+    agent = Agent(ScriptedModel([calls, [TextPart(text="after")]]), tools=[quick], store=store)
+    run = agent.stream("go", session_id="s")
+    async for event in run:
+        if isinstance(event, ToolCallActive):  # the three calls ran already; none was announced
+            break
+    await run.aclose()
+    rows = {r.tool_call_id: (r.status, r.output) for r in await store.tool_calls("s")}
+    assert rows == {f"q{i}": ("ok", f"done {i}") for i in range(3)}
+    # announced with the run's end, as they ended
+    ended = [e for e in run.unpublished_end if isinstance(e, ToolCallComplete)]
+    assert [(e.tool_call_id, e.status, e.output) for e in ended] == [
+        (f"q{i}", "ok", f"done {i}") for i in range(3)
+    ]
+    history = await store.load_history("s")
+    assert [p.output for p in history[-1].tool_results] == [f"done {i}" for i in range(3)]
+
+
 async def test_echoed_tool_arguments_are_dropped_from_assistant_text() -> None:
     model = ScriptedModel(
         [

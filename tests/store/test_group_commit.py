@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from toolwire import Agent, TextPart, ToolCallPart
+from toolwire import Agent, RunResult, TextPart, ToolCallPart
 from toolwire.errors import StoreError
 from toolwire.events import ToolCallComplete
 from toolwire.models.scripted import ScriptedModel
@@ -34,7 +34,41 @@ def _count_writes(store: SQLStore) -> list[str]:
     return writes
 
 
+async def _eight_squares(
+    store: SQLStore, session_id: str, work: Callable[[int], Any], *gates: asyncio.Event
+) -> RunResult[str]:
+    """A step of eight calls of ``work(i)`` (returning ``i * i``), the gates opened one after another;
+    checks that every result is stored."""
+    calls = [ToolCallPart(tool_call_id=f"c{i}", tool_name="work", args={"i": i}) for i in range(8)]
+    agent = Agent(ScriptedModel([calls, [TextPart(text="done")]]), tools=[work], store=store)
+    run = asyncio.create_task(agent.run("go", session_id=session_id))
+    for gate in gates:
+        await asyncio.sleep(0.2)
+        gate.set()
+    result = await asyncio.wait_for(run, 30)
+    rows = {r.tool_call_id: r for r in await store.tool_calls(session_id)}
+    assert {cid: (r.status, r.output) for cid, r in rows.items()} == {
+        f"c{i}": ("ok", i * i) for i in range(8)
+    }
+    return result
+
+
 async def test_parallel_completions_are_batched_and_all_stored(store: SQLStore) -> None:
+    writes = _count_writes(store)
+    release, straggler = asyncio.Event(), asyncio.Event()
+
+    async def work(i: int) -> int:
+        """Seven wait for each other and finish together; the eighth finishes later."""
+        await (straggler if i == 7 else release).wait()
+        return i * i
+
+    await _eight_squares(store, "g", work, release, straggler)
+    # seven completions while a call still runs, fewer transactions: finishing together, they share a
+    # commit (the straggler is written with the step's end)
+    assert 1 <= writes.count("complete a tool call") < 7, writes
+
+
+async def test_calls_finishing_with_the_last_are_stored_with_the_steps_end(store: SQLStore) -> None:
     writes = _count_writes(store)
     release = asyncio.Event()
 
@@ -43,19 +77,11 @@ async def test_parallel_completions_are_batched_and_all_stored(store: SQLStore) 
         await release.wait()
         return i * i
 
-    calls = [ToolCallPart(tool_call_id=f"c{i}", tool_name="work", args={"i": i}) for i in range(8)]
-    agent = Agent(ScriptedModel([calls, [TextPart(text="done")]]), tools=[work], store=store)
-    run = asyncio.create_task(agent.run("go", session_id="g"))
-    await asyncio.sleep(0.2)
-    release.set()
-    await asyncio.wait_for(run, 30)
-
-    rows = {r.tool_call_id: r for r in await store.tool_calls("g")}
-    assert {cid: (r.status, r.output) for cid, r in rows.items()} == {
-        f"c{i}": ("ok", i * i) for i in range(8)
-    }
-    # eight completions, fewer transactions: the ones finishing together share a commit
-    assert 1 <= writes.count("complete a tool call") < 8, writes
+    result = await _eight_squares(store, "t", work, release)
+    assert [e.result.output for e in result.tool_executions] == [i * i for i in range(8)]
+    # all eight finished in one event-loop turn: no transaction of their own, the step's end stores them
+    assert writes.count("complete a tool call") == 0, writes
+    assert writes.count("finish a step") >= 2, writes
 
 
 async def test_a_completion_is_stored_before_it_is_announced(store: SQLStore) -> None:

@@ -296,9 +296,26 @@ class StepRecorder:
             finished_at=outcome.finished_at,
         )
 
+    async def finished(self, outcomes: Sequence[ToolOutcome], *, last: bool) -> None:
+        """Calls of the open step that finished together, durable before anyone hears of them: stored now
+        in one group commit, or, when no call of the step is left running (``last``), handed to the
+        step's end, whose transaction writes them (:meth:`complete_later`). A call whose sub-agent paused
+        is always stored now (the run pauses with it)."""
+        if last:
+            for outcome in outcomes:
+                if outcome.status in AWAITING:
+                    await self.complete(outcome)
+                else:
+                    self.complete_later(outcome)
+        elif len(outcomes) == 1:
+            await self.complete(outcomes[0])
+        else:
+            await asyncio.gather(*(self.complete(o) for o in outcomes))  # they share a commit
+
     def complete_later(self, outcome: ToolOutcome) -> None:
-        """The outcome of the step's last call to finish: written with the step's end, in the same
-        transaction (one commit fewer per step); nobody hears of it before that."""
+        """The outcome of a call that finished last (with the step's last, in one event-loop turn):
+        written with the step's end, in the same transaction (one commit fewer per step); nobody hears
+        of it before that."""
         assert self.open_step is not None
         self.open_step.outcomes[outcome.call.tool_call_id] = outcome
         self.unwritten.append(outcome)

@@ -4,7 +4,7 @@ A run, in order: open the session (owner checked, lock taken, history repaired),
 paused run left waiting (``_pause``: approvals, client outputs, or closing them before a new prompt), store
 the user turn, then step until done or until calls wait for a person (the run pauses). A step streams one model call as events (``_model_step``), hands the assistant
 message and its pending calls to the store (``begin_step``), runs the calls while streaming their events
-(``ToolExecutor.run_batch``; each result recorded as it finishes), stores the step's results
+(``ToolExecutor.start_batch``; each result recorded as it finishes), stores the step's results
 (``finish_step``) and decides whether the run is done (``OutputPolicy`` when there is an output type).
 Every store write goes through the run's :class:`~toolwire.agent._recorder.StepRecorder`: persistence
 happens here and nowhere else, whatever the provider or driver.
@@ -62,9 +62,10 @@ from toolwire.models.base import ModelRequest, ToolDefinition
 from toolwire.pricing import total_cost
 from toolwire.store.base import Store
 from toolwire.store.records import AWAITING, OpenedHistory, SessionInfo, ToolCallRecord
+from toolwire.tools._batch import CallFinished, CallHeartbeat, CallStarted
 from toolwire.tools._inbox import Inbox
 from toolwire.tools.context import RunContext
-from toolwire.tools.executor import CallFinished, CallHeartbeat, CallStarted, ToolExecutor, ToolOutcome
+from toolwire.tools.executor import ToolExecutor, ToolOutcome
 
 OutputT = TypeVar("OutputT", default=str, covariant=True)
 """The type of a run's output: the agent's ``output_type``, or ``str`` (the final text) without one."""
@@ -675,14 +676,12 @@ class AgentRun(Generic[OutputT]):
         inbox = Inbox()
         self._inbox = inbox
 
-        async def record(outcome: ToolOutcome, last: bool) -> None:
-            if last and outcome.status not in AWAITING:
-                recorder.complete_later(outcome)  # written and announced with the step's end
-            else:
-                await recorder.complete(outcome)
-            outcomes[outcome.call.tool_call_id] = outcome
+        async def record(finished: list[ToolOutcome], last: bool) -> None:
+            await recorder.finished(finished, last=last)
+            for outcome in finished:
+                outcomes[outcome.call.tool_call_id] = outcome
 
-        batch = executor.run_batch(
+        batch = executor.start_batch(
             calls,
             ctx,
             inbox=inbox,
@@ -692,8 +691,8 @@ class AgentRun(Generic[OutputT]):
             heartbeat_interval=self.config.heartbeat_interval,
         )
         try:
-            async with aclosing(batch) as items:
-                async for item in items:
+            while items := await batch.next():
+                for item in items:
                     # Numbered as published: seq follows the order clients receive events in.
                     match item:
                         case CallStarted():
@@ -727,6 +726,7 @@ class AgentRun(Generic[OutputT]):
                             yield item  # a sub-agent's event: numbered in its own session
         finally:
             self._inbox = None
+            await batch.close()
 
     async def _decide(
         self,

@@ -23,7 +23,7 @@ from toolwire.messages import (
     parts_from_jsonable,
     parts_to_jsonable,
 )
-from toolwire.store._sql_direct import first_row, write_rows
+from toolwire.store._sql_direct import write_rows
 from toolwire.store.records import CallCompletion, SessionInfo, ToolCallRecord
 from toolwire.store.schema import STATUS_CHECK, messages, sessions, tool_calls
 
@@ -93,10 +93,14 @@ def upgrade_schema(conn: sa.Connection, *, postgres: bool) -> None:
     conn.execute(sa.text(f"ALTER TABLE {rebuilt.name} RENAME TO {table}"))
 
 
+_ENCODE = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+"""``json.dumps(value, allow_nan=False, separators=...)`` without building an encoder on every call."""
+
+
 def dumps(value: Any) -> str:
     """The JSON serializer of every JSON column: never fails, so a strange tool output cannot lose a step."""
     try:
-        return json.dumps(value, allow_nan=False, separators=(",", ":"))
+        return _ENCODE(value)
     except (TypeError, ValueError, RecursionError):
         return json.dumps({"unserializable": safe_repr(value)}, separators=(",", ":"))
 
@@ -148,7 +152,6 @@ TOUCH_SEQ = (
         ),
     )
 )
-TOUCH_SEQ_USAGE = TOUCH_SEQ.returning(sessions.c.usage)
 _MESSAGE_COLUMNS = (
     "id",
     "session_id",
@@ -210,9 +213,6 @@ SESSION_TOOL_CALLS = (
     .where(tool_calls.c.session_id == sa.bindparam("q_session"))
     .order_by(tool_calls.c.id)
 )
-SET_SESSION_USAGE = (
-    sa.update(sessions).where(sessions.c.id == sa.bindparam("u_id")).values(usage=sa.bindparam("u_usage"))
-)
 
 
 def touch(conn: sa.Connection, session_id: str, *, last_seq: int | None = None) -> None:
@@ -225,14 +225,43 @@ def touch(conn: sa.Connection, session_id: str, *, last_seq: int | None = None) 
         raise StoreError(f"unknown session {session_id!r}: call ensure_session first")
 
 
-def touch_usage(conn: sa.Connection, session_id: str, last_seq: int) -> Any:
-    """:func:`touch` with ``last_seq`` that also returns the session's usage total (one statement)."""
-    params = {"t_id": session_id, "t_now": time.time(), "t_seq": last_seq}
-    row = first_row(conn, TOUCH_SEQ_USAGE, params)
-    if row is None:
+_USAGE_FIELDS = tuple(Usage.__dataclass_fields__)
+SQLITE_FINISH_SESSION = sa.text(
+    f"""
+UPDATE {sessions.name}
+SET updated_at = :t_now,
+    last_seq = CASE WHEN last_seq < :t_seq THEN :t_seq ELSE last_seq END,
+    usage = CASE
+        WHEN :t_add AND NOT EXISTS (SELECT 1 FROM {messages.name} WHERE id = :t_mid AND session_id = :t_id)
+        THEN json_object({
+        ", ".join(
+            f"'{name}', coalesce(json_extract(usage, '$.{name}'), 0) + :u_{name}" for name in _USAGE_FIELDS
+        )
+    })
+        ELSE usage
+    END
+WHERE id = :t_id
+"""
+)
+"""SQLite, a step's end for the session row: ``updated_at``, ``last_seq`` and the usage total summed by
+the statement itself (no read of the total, no JSON round trip in Python), added only when the step's
+tool message is not stored yet: a retry after a lost commit acknowledgement adds nothing twice."""
+
+
+def finish_session(
+    conn: sa.Connection, session_id: str, *, last_seq: int, usage: Usage, message_id: str | None
+) -> None:
+    """:data:`SQLITE_FINISH_SESSION`, run before the tool message ``message_id`` is inserted."""
+    params: dict[str, Any] = {
+        "t_id": session_id,
+        "t_now": time.time(),
+        "t_seq": last_seq,
+        "t_add": usage != Usage(),
+        "t_mid": message_id,
+        **{f"u_{name}": getattr(usage, name) for name in _USAGE_FIELDS},
+    }
+    if write_rows(conn, SQLITE_FINISH_SESSION, params) != 1:
         raise StoreError(f"unknown session {session_id!r}: call ensure_session first")
-    (usage,) = row
-    return json.loads(usage) if isinstance(usage, str) else usage  # SQLite's JSON column comes back as text
 
 
 def insert_message(

@@ -9,8 +9,10 @@ During a run, exactly one object writes: the loop's :class:`~toolwire.agent._rec
 3. :meth:`Store.begin_step` after the model finished a step: the assistant message and every tool call
    it made, recorded as *pending* (or *awaiting* a person: the run will pause), in one transaction,
    BEFORE any tool runs;
-4. :meth:`Store.complete_tool_call` as each tool finishes (so a crash later loses no finished result),
-   but the last of a step's calls to finish: its row is written by
+4. :meth:`Store.complete_tool_call` as each tool finishes while others of its step still run (so a crash
+   later loses no finished result; calls finishing together are written concurrently, which the SQL
+   store group-commits), but not the calls that finish last, together (in one event-loop turn with the
+   step's last one, e.g. every call of a step of fast tools): their rows are written by
 5. :meth:`Store.finish_step` with the step's tool-result message, usage and the session's last event seq,
    in one transaction (in either case before anyone hears of the result); then :meth:`Store.unlock_session`. A paused step's message holds the results it
    has; the run that answers the waiting calls stores theirs in another (``load_history`` merges them).

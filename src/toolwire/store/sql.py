@@ -51,10 +51,10 @@ from toolwire.store._sql_rows import (
     MARK_INTERRUPTED,
     SESSION_MESSAGES,
     SESSION_TOOL_CALLS,
-    SET_SESSION_USAGE,
     check_schema,
     completion_row,
     dumps,
+    finish_session,
     insert_message,
     message_from_row,
     session_from_row,
@@ -62,7 +62,6 @@ from toolwire.store._sql_rows import (
     tool_call_from_row,
     tool_call_row,
     touch,
-    touch_usage,
     upgrade_schema,
     usage_from_json,
     usage_to_json,
@@ -395,18 +394,16 @@ class SQLStore(Store):
             return
         rows = [completion_row(session_id, c) for c in completed]
 
+        message_id = tool_message.id if tool_message is not None else None
+
         def op(conn: sa.Connection) -> None:
-            # The touch returns the usage total and locks the row, so the update below cannot lose one.
-            current = touch_usage(conn, session_id, last_seq)
-            if rows:  # idempotent: a retry writes the same rows again
+            # First: the session row (its usage summed in the statement, unless the tool message is
+            # stored already: a retry after a lost commit acknowledgement), then the rows (idempotent).
+            finish_session(conn, session_id, last_seq=last_seq, usage=usage, message_id=message_id)
+            if rows:
                 write_rows(conn, COMPLETE_CALL, rows)
-            if tool_message is not None and not insert_message(
-                conn, session_id, tool_message, interaction_id=interaction_id, step=step
-            ):
-                return  # this step was already finished (a retry after a lost commit acknowledgement)
-            if usage != Usage():  # nothing to add (a paused step's results, the seq recorded at release)
-                total = usage_from_json(current) + usage
-                write_rows(conn, SET_SESSION_USAGE, {"u_id": session_id, "u_usage": usage_to_json(total)})
+            if tool_message is not None:
+                insert_message(conn, session_id, tool_message, interaction_id=interaction_id, step=step)
 
         await self._write("finish a step", op)
 

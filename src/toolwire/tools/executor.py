@@ -10,7 +10,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,8 @@ from toolwire.errors import (
 )
 from toolwire.events import ToolCallStatus
 from toolwire.messages import ToolCallPart, ToolResultPart
-from toolwire.tools._inbox import TICK, Inbox
+from toolwire.tools._batch import OnFinished, ToolBatch
+from toolwire.tools._inbox import Inbox
 from toolwire.tools.context import RunContext
 from toolwire.tools.function import Tool
 from toolwire.tools.registry import ToolRegistry
@@ -96,40 +97,6 @@ class ToolOutcome:
         return self.finished_at - self.started_at
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class CallStarted:
-    """A call of the batch began executing."""
-
-    call: ToolCallPart
-    started_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class CallHeartbeat:
-    """A call is still running (sent every ``heartbeat_interval`` while it runs)."""
-
-    call: ToolCallPart
-    elapsed: float
-
-
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class CallFinished:
-    """A call's outcome, already recorded by ``on_finished``."""
-
-    outcome: ToolOutcome
-
-
-@dataclass(frozen=True, slots=True)
-class _Failed:
-    error: BaseException
-
-
-BatchItem = CallStarted | CallHeartbeat | CallFinished
-"""What :meth:`ToolExecutor.run_batch` yields, besides whatever the running tools put in the inbox."""
-
-
 @dataclass(kw_only=True)
 class ToolExecutor:
     registry: ToolRegistry
@@ -139,77 +106,35 @@ class ToolExecutor:
     allowed: frozenset[str] | None = field(default=None)
     """When set, only these tool names may run in this run (``enabled_tools`` / ``exclude_tools``)."""
 
-    async def run_batch(
+    def start_batch(
         self,
         calls: Sequence[ToolCallPart],
         ctx: RunContext[Any],
         *,
         inbox: Inbox,
-        on_finished: Callable[[ToolOutcome, bool], Awaitable[None]],
+        on_finished: OnFinished,
         args_errors: dict[str, str] | None = None,
         sequential: bool = False,
         heartbeat_interval: float | None = None,
-    ) -> AsyncGenerator[Any, None]:
-        """Run one step's calls (concurrently, or one after another when ``sequential``), yielding
-        :data:`BatchItem` s as they happen, heartbeats included, and every other item the tools put in
-        ``inbox`` (their progress events, a sub-agent's events) in the order they were put there.
+    ) -> ToolBatch:
+        """Start one step's calls (concurrently, or one after another when ``sequential``); read what
+        happens with :meth:`ToolBatch.next`, and :meth:`ToolBatch.close` it in any case.
 
-        ``on_finished(outcome, last)`` records each outcome before its :class:`CallFinished` is yielded;
-        ``last`` is true for the batch's last call to finish (the loop writes it with the step's end). Closing the
-        generator cancels the calls still running and waits for them: no call outlives its batch. (The
-        tasks are owned here rather than by an ``asyncio.TaskGroup``, which cannot span the yields of a
-        generator: closing one mid-batch would raise an exception group instead of ``GeneratorExit``.)
+        ``on_finished(outcomes, last)`` records outcomes before their :class:`CallFinished` are handed
+        on: those of the calls that finished together, in one call; ``last`` is true when no call of the
+        batch is left (the loop then writes them with the step's end). Calls of a ``sequential`` batch
+        are recorded one by one, each before the next starts.
         """
-        errors = args_errors or {}
-        running: dict[str, tuple[ToolCallPart, float]] = {}
-        unfinished = len(calls)
-
-        async def run_one(call: ToolCallPart) -> None:
-            nonlocal unfinished
-            started = time.time()
-            running[call.tool_call_id] = (call, started)
-            inbox.put_nowait(CallStarted(call, started))
-            outcome = await self.execute(call, ctx.for_call(call), args_error=errors.get(call.tool_call_id))
-            running.pop(call.tool_call_id, None)
-            unfinished -= 1
-            await on_finished(outcome, unfinished == 0)
-            inbox.put_nowait(CallFinished(outcome))
-
-        async def guarded(batch: Sequence[ToolCallPart]) -> None:
-            try:
-                for call in batch:
-                    await run_one(call)
-            except asyncio.CancelledError:
-                raise
-            except BaseException as exc:  # a store failure must not leave the batch waiting forever
-                inbox.put_nowait(_Failed(exc))
-
-        batches = [list(calls)] if sequential else [[c] for c in calls]
-        tasks = [asyncio.create_task(guarded(batch)) for batch in batches]
-        remaining = len(calls)
-        try:
-            while remaining:
-                item = inbox.get_nowait() if not inbox.empty() else await inbox.get(heartbeat_interval)
-                if item is TICK:
-                    now = time.time()
-                    for call, started in list(running.values()):
-                        yield CallHeartbeat(call, now - started)
-                    continue
-                if isinstance(item, _Failed):
-                    raise item.error
-                if isinstance(item, CallFinished):
-                    remaining -= 1
-                yield item
-            while not inbox.empty():  # what a tool emitted after its result (rare) still reaches clients
-                item = inbox.get_nowait()
-                if not isinstance(item, _Failed):
-                    yield item
-        finally:
-            still_running = [task for task in tasks if not task.done()]
-            if still_running:  # gathering finished tasks would still cost an event-loop turn per step
-                for task in still_running:
-                    task.cancel()
-                await asyncio.gather(*still_running, return_exceptions=True)
+        return ToolBatch(
+            self,
+            calls,
+            ctx,
+            inbox=inbox,
+            on_finished=on_finished,
+            args_errors=args_errors,
+            sequential=sequential,
+            heartbeat_interval=heartbeat_interval,
+        )
 
     async def execute(
         self, call: ToolCallPart, ctx: RunContext[Any], *, args_error: str | None = None
