@@ -23,9 +23,10 @@ async def with_pings(subscription: Subscription, interval: float) -> AsyncIterat
     The caller closes the subscription (in a ``finally``, so a client that goes away unsubscribes too).
     """
     while True:
-        # Items a run published together are taken without a timer each (one per event cost ~3 µs).
-        item = subscription.queued()
-        if item is ...:
+        # Items a run published together are taken without a timer each (one per event cost ~4 µs).
+        if subscription.has_queued():
+            item = await subscription.get()
+        else:
             try:
                 async with asyncio.timeout(interval):
                     item = await subscription.get()

@@ -25,7 +25,6 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from types import EllipsisType
 from typing import Any, Protocol
 
 from toolwire.events import AgentEvent, InteractionEnd, event_to_dict
@@ -299,14 +298,10 @@ class Subscription:
         return await self._subscriber.queue.get()
 
     def has_queued(self) -> bool:
-        """Whether an item is waiting: a writer holds its frames back until none is, then sends them in one
-        write (a run publishes several events at once; a write per frame is a system call each)."""
+        """Whether an item is waiting: it is taken without a ping timer, and a writer holds its frames back
+        until none is, then sends them in one write (a run publishes several events at once; a write per
+        frame is a system call each)."""
         return not self._subscriber.queue.empty()
-
-    def queued(self) -> StreamItem | EllipsisType | None:
-        """The next item if one is queued already (``None``: the end, as from :meth:`get`), else ``...``."""
-        queue = self._subscriber.queue
-        return ... if queue.empty() else queue.get_nowait()
 
     def close(self) -> None:
         self._hub._unsubscribe(self._session_id, self._subscriber)
