@@ -39,11 +39,13 @@ async def test_resume_stream_follows_the_taken_over_run(tmp_path: Path) -> None:
         )
         communicate = asyncio.create_task(process.communicate())
         deadline = time.monotonic() + 60
-        while not Path(f"{gate}.running").exists():  # the client shows the tool running
+        # The client shows the call (its input is complete) and a replica's tool has started: the client
+        # may see the call before the tool starts (its pending record is written first), so wait for both.
+        victim = None
+        while not Path(f"{gate}.running").exists() or (victim := c.executing()) is None:
             assert not communicate.done(), (await communicate)[1].decode()[-3000:]
-            assert time.monotonic() < deadline, "the client never saw the tool start"
+            assert time.monotonic() < deadline, "the client never saw the tool start, or no tool started"
             await asyncio.sleep(0.05)
-        victim = c.executing()
         assert victim is not None
         c.kill(victim)
         Path(f"{gate}.go").write_text("")
