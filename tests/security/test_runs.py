@@ -16,7 +16,7 @@ import websockets.exceptions
 from toolwire import open_store
 from toolwire.events import ToolCallComplete, event_from_dict
 from toolwire.messages import Message, ToolCallPart
-from toolwire.server.hub import EventHub
+from toolwire.server.hub import EventHub, StreamKey
 from toolwire.store import INTERRUPTED_OUTPUT, SessionInfo, StepRecord, ToolCallRecord
 from toolwire.transcript import Transcript
 
@@ -262,7 +262,7 @@ def test_finished_streams_release_their_memory() -> None:
 
     hub = EventHub(buffer_bytes=200_000, retain_seconds=0.05)
     for seq in range(1, 5_001):
-        hub.publish(TextDeltaEvent(session_id="done", seq=seq, id="t", delta="x" * 200, message_id="m"))
+        hub.publish(TextDeltaEvent(session_id="done", seq=seq, id="t", delta="x" * 200, message_id="m"), 1)
     assert hub.held_bytes() <= 200_000 + 1_000  # the byte bound holds while the stream is live
     import time
 
@@ -270,7 +270,7 @@ def test_finished_streams_release_their_memory() -> None:
     hub.sweep()
     assert hub.held_bytes() == 0
     # a client coming back with an old cursor is told to reload the history
-    assert hub.subscribe("done", after=12345)._subscriber.queue.get_nowait().event is None  # type: ignore[union-attr]
+    assert hub.subscribe(StreamKey("done", 1), after=12345)._subscriber.queue.get_nowait().event is None  # type: ignore[union-attr]
 
 
 async def test_after_a_crash_the_history_shows_finished_results_and_interrupted_calls(tmp_path: Path) -> None:

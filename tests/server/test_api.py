@@ -13,6 +13,7 @@ import websockets
 from toolwire import Agent, RunContext, TextPart, ToolCallPart
 from toolwire.models.scripted import ScriptedModel
 from toolwire.server import EventHub, Limits, create_app
+from toolwire.server.hub import StreamKey
 from toolwire.store import MemoryStore
 
 from .conftest import live_server, parse_sse, read_sse
@@ -426,9 +427,13 @@ async def test_too_many_messages_is_413() -> None:
 async def test_slow_subscriber_is_cut_off_with_a_reset_not_slowing_the_run() -> None:
     hub = EventHub(subscriber_limit=50)
     model = ScriptedModel([[TextPart(text="y" * 2000)]], chunk_size=1)
-    app = create_app(Agent(model), store=MemoryStore(), hub=hub)
+    store = MemoryStore()
+    app = create_app(Agent(model), store=store, hub=hub)
     async with live_server(app) as server, server.client() as client:
-        subscription = hub.subscribe("slow")  # never read while the run goes
+        assert (await client.post("/api/sessions", json={"session_id": "slow"})).status_code == 201
+        info = await store.get_session("slow")
+        assert info is not None
+        subscription = hub.subscribe(StreamKey("slow", info.incarnation))  # never read while the run goes
         assert (await client.post("/api/sessions/slow/messages", json={"text": "go"})).status_code == 202
         for _ in range(500):
             if not app.state.toolwire.runs.running("slow"):

@@ -80,6 +80,8 @@ class StepRecorder:
         """Set when the server hands this run over to another replica: stopping it writes nothing more
         (its calls stay pending for the next owner, the session stays leased until the server expires it)."""
         self._untitled = False
+        self.incarnation: int | None = None
+        """The stored session's incarnation, once :meth:`open` read it."""
         self.open_step: OpenStep | None = None
         self.unwritten: list[ToolOutcome] = []
         """Outcomes handed to :meth:`complete_later`: written by the next :meth:`finish_step` (or
@@ -145,6 +147,7 @@ class StepRecorder:
             top_level=self._top_level,
         )
         self._untitled = info.title is None and info.parent_session_id is None
+        self.incarnation = info.incarnation
         self.seq = self._persisted_seq = info.last_seq
         self._locked_at = time.monotonic()
         if self.store.lease_ttl:

@@ -272,6 +272,12 @@ class AgentRun(Generic[OutputT]):
         return self._recorder.lock_owner
 
     @property
+    def incarnation(self) -> int | None:
+        """The incarnation of the session this run holds (its stored creation time in µs: see
+        :attr:`~toolwire.store.records.SessionInfo.incarnation`); ``None`` before the run opened it."""
+        return self._recorder.incarnation if self._recorder is not None else None
+
+    @property
     def owner(self) -> str | None:
         """The user this run acts for (sub-agent runs inherit it)."""
         return self.user_id

@@ -21,7 +21,7 @@ from toolwire.errors import ConfigError
 from toolwire.server._input import Limits
 from toolwire.server.auth import Auth
 from toolwire.server.errors import RequestError, not_found
-from toolwire.server.hub import EventHub
+from toolwire.server.hub import EventHub, StreamKey
 from toolwire.server.runs import RunManager
 from toolwire.server.shared_hub import SharedEventHub
 from toolwire.server.takeover import LeaseWatcher
@@ -109,6 +109,17 @@ class ToolwireServer:
         if info is None or not await self.owns(info, user):
             raise not_found(session_id)
         return info
+
+    async def stream_key(self, info: SessionInfo) -> StreamKey:
+        """The event stream of a session the caller was authorized for: keyed by its conversation's
+        incarnation (the root's), which its runs publish to; 404 when the root is gone meanwhile."""
+        root_id = info.user_session_id or info.id
+        if root_id == info.id:
+            return StreamKey(info.id, info.incarnation)
+        root = await (await self.store()).get_session(root_id)
+        if root is None:
+            raise not_found(info.id)
+        return StreamKey(info.id, root.incarnation)
 
     async def claim(self, session_id: str, user: str) -> SessionInfo:
         """The session for a new turn: created for ``user`` if it does not exist, in one atomic step (the

@@ -33,7 +33,7 @@ from toolwire.server._input import check_prompt, check_session_id, read_json
 from toolwire.server._sse import PING, data_frame, with_pings
 from toolwire.server._state import ToolwireServer
 from toolwire.server.errors import RequestError, not_found
-from toolwire.server.hub import Subscription
+from toolwire.server.hub import StreamKey, Subscription
 from toolwire.server.ui_messages import (
     answers_calls,
     client_answers,
@@ -111,15 +111,19 @@ class ChatEndpoint:
                 # A run going on here is claimed first above, so its 409 never answers a stranger.
                 claimed = False
         if claimed:
-            # Subscribed before the run starts, so the stream misses none of its events.
-            subscription = await server.hub.open(session_id, None)
-            try:
-                await server.runs.start(
-                    session_id, prompt, user_id=user, approvals=approvals, tool_outputs=outputs
-                )
-            except BaseException:
-                subscription.close()
-                raise
+            # Subscribed once the run holds the session and before its first event is published, so the
+            # stream misses none of its events (and follows the incarnation the run writes to).
+            subscription = await server.runs.start(
+                session_id,
+                prompt,
+                user_id=user,
+                approvals=approvals,
+                tool_outputs=outputs,
+                watch=lambda key: server.hub.open(key, None),
+            )
+            if subscription is None:  # the run ended before any event
+                info = await server.authorize(session_id, user)
+                subscription = await server.hub.open(StreamKey(session_id, info.incarnation), None)
         else:
             subscription = await self._start_unclaimed(session_id, prompt, user)
         encoder = UIStreamEncoder(session_id, message_id, features)
@@ -136,16 +140,17 @@ class ChatEndpoint:
         info = await server.authorize(session_id, user)
         if info.parent_session_id:
             raise not_found(session_id)  # the chat API shows conversations, never a sub-agent's session
-        turn = await server.hub.open_turn(session_id)
+        key = StreamKey(session_id, info.incarnation)
+        turn = await server.hub.open_turn(key)
         if turn is None and await (await server.store()).run_in_progress(session_id):
             # A run holds the session but its first events are not in the shared log yet.
             for _ in range(_FIRST_EVENT_POLLS):
                 await asyncio.sleep(_FIRST_EVENT_POLL)
-                if (turn := await server.hub.open_turn(session_id)) is not None:
+                if (turn := await server.hub.open_turn(key)) is not None:
                     break
         if turn is None:
             return Response(status_code=204)
-        subscription = await server.hub.open(session_id, turn.after)
+        subscription = await server.hub.open(key, turn.after)
         encoder = UIStreamEncoder(session_id, "", features)
         return StreamingResponse(
             _ui_stream(encoder, subscription, server.limits.ping_interval, live_from=turn.live_from),
@@ -163,7 +168,7 @@ class ChatEndpoint:
                 prompt,
                 user_id=user,
                 top_level=True,
-                watch=lambda: server.hub.open(session_id, None),
+                watch=lambda key: server.hub.open(key, None),
             )
         except SubSessionError:
             raise RequestError(
@@ -172,7 +177,8 @@ class ChatEndpoint:
         except SessionAccessError:
             raise not_found(session_id) from None
         if subscription is None:  # the run ended before any event (its start had claimed the session)
-            subscription = await server.hub.open(session_id, None)
+            info = await server.authorize(session_id, user)
+            subscription = await server.hub.open(StreamKey(session_id, info.incarnation), None)
         return subscription
 
     def _features(self, request: Request) -> ClientFeatures:

@@ -23,14 +23,69 @@ import asyncio
 import json
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from toolwire.events import AgentEvent, InteractionEnd, event_to_dict
 from toolwire.server._turn import MARKERS, OpenTurn, open_turn
 
 RESET = {"type": "stream-reset"}
+
+
+class StreamKey(NamedTuple):
+    """One event stream: a session's events (its sub-sessions' included) in one incarnation of its
+    conversation (:attr:`~toolwire.store.records.SessionInfo.incarnation` of the conversation's root).
+
+    Keyed by the incarnation, not the id alone: after a conversation is deleted, whoever creates the same
+    id again gets a new stream, so a subscription or a cursor of the deleted one never carries the new
+    one's events, nor the new one's replay the deleted one's."""
+
+    session_id: str
+    incarnation: int
+
+
+class Ancestry:
+    """The parent of each sub-session of the conversations whose runs are going on, to publish a
+    sub-agent's event to every ancestor's stream too.
+
+    Kept per conversation and forgotten when the conversation's run ends (its root's ``interaction-end``):
+    the map holds the trees of running turns, not every sub-session ever seen."""
+
+    __slots__ = ("_trees",)
+
+    def __init__(self) -> None:
+        self._trees: dict[str, dict[str, str]] = {}
+
+    def targets(self, event: AgentEvent) -> list[str]:
+        """The streams ``event`` goes to: its session's and each ancestor's (learning its parent)."""
+        session_id = event.session_id
+        parent = event.parent_session_id
+        if not parent or parent == session_id:
+            return [session_id]
+        root = event.user_session_id or parent
+        tree = self._trees.get(root)
+        if tree is None:
+            tree = self._trees[root] = {}
+        tree.setdefault(session_id, parent)
+        out: list[str] = []
+        target: str | None = session_id
+        while target is not None and target not in out:
+            out.append(target)
+            target = tree.get(target)
+        return out
+
+    def ended(self, event: AgentEvent) -> None:
+        """Forget a conversation's tree once its root's run ended (``event`` is any published event)."""
+        if isinstance(event, InteractionEnd) and not event.parent_session_id and self._trees:
+            self._trees.pop(event.session_id, None)
+
+    def forget(self, session_ids: Iterable[str]) -> None:
+        for session_id in session_ids:
+            self._trees.pop(session_id, None)
+
+    def __len__(self) -> int:
+        return sum(len(tree) for tree in self._trees.values())
 
 
 @dataclass(slots=True)
@@ -67,9 +122,14 @@ class QueueSubscriber:
         self.queue.put_nowait(item)
 
 
-def end_subscriptions(subscribers: set[Any]) -> None:
-    """End each of ``subscribers`` (:class:`QueueSubscriber`): its iterator ends, its SSE response completes."""
+def end_subscriptions(subscribers: set[Any], *, reset_at: int | None = None) -> None:
+    """End each of ``subscribers`` (:class:`QueueSubscriber`): its iterator ends, its SSE response completes.
+
+    ``reset_at``: a ``stream-reset`` at that cursor comes last (the stream is gone: the client reloads the
+    history before it follows the session again)."""
     for subscriber in subscribers:
+        if not subscriber.overflowed and reset_at is not None:
+            subscriber.queue.put_nowait(StreamItem(cursor=reset_at, event=None))
         subscriber.overflowed = True
         subscriber.queue.put_nowait(None)
     subscribers.clear()
@@ -107,19 +167,19 @@ class EventHub:
         self.max_streams = max_streams
         self.buffer_bytes = buffer_bytes
         self.retain_seconds = retain_seconds
-        self._streams: OrderedDict[str, _Stream] = OrderedDict()
-        self._parents: dict[str, str] = {}
+        self._streams: OrderedDict[StreamKey, _Stream] = OrderedDict()
+        self._ancestry = Ancestry()
         self._next_sweep = time.monotonic() + min(retain_seconds, 10.0)
 
-    def _stream(self, session_id: str) -> _Stream:
-        stream = self._streams.get(session_id)
+    def _stream(self, key: StreamKey) -> _Stream:
+        stream = self._streams.get(key)
         if stream is None:
             base = time.time_ns() // 1000
             stream = _Stream(base=base, buffer=deque(), next_cursor=base + 1)
-            self._streams[session_id] = stream
+            self._streams[key] = stream
             self._evict()
         else:
-            self._streams.move_to_end(session_id)
+            self._streams.move_to_end(key)
         return stream
 
     def held_bytes(self) -> int:
@@ -137,45 +197,54 @@ class EventHub:
         ]
         for key in stale:
             del self._streams[key]
-            self._parents.pop(key, None)
 
     def close_all(self) -> None:
         """End every subscription (server shutdown): each iterator ends, each SSE response completes."""
         for stream in self._streams.values():
             end_subscriptions(stream.subscribers)
 
+    def end_streams(self, session_ids: Iterable[str], incarnation: int) -> None:
+        """A deleted conversation (``session_ids``: its root and sub-sessions): every subscription of its
+        streams (of that incarnation or an older one) gets a ``stream-reset`` and ends, and what the
+        buffers held of it is dropped, so nothing of it can be replayed."""
+        ids = set(session_ids)
+        for key in [k for k in self._streams if k.session_id in ids and k.incarnation <= incarnation]:
+            stream = self._streams.pop(key)
+            end_subscriptions(stream.subscribers, reset_at=stream.cursor)
+        self._ancestry.forget(ids)
+
     def _evict(self) -> None:
         while len(self._streams) > self.max_streams:
             for key, stream in self._streams.items():
                 if not stream.subscribers:
                     del self._streams[key]
-                    self._parents.pop(key, None)
                     break
             else:
                 return
 
-    async def cursor(self, session_id: str) -> int:
+    async def cursor(self, key: StreamKey) -> int:
         """The position to resume from after reading the stored history now."""
-        return self._stream(session_id).cursor
+        return self._stream(key).cursor
 
-    async def resume_cursor(self, session_id: str, persisted: dict[str, int]) -> int:
+    async def resume_cursor(self, key: StreamKey, persisted: dict[str, int]) -> int:
         """Where to resume after reading history persisted up to ``persisted`` (seq per session).
 
         Just before the first buffered event the history does not hold yet (a tool finished but its
         result is stored only when the step ends); the client drops the replayed rest by seq.
         """
-        stream = self._stream(session_id)
+        stream = self._stream(key)
         for item in stream.buffer:
             event = item.event
             if event is not None and event.seq > persisted.get(event.session_id, 0):
                 return item.cursor - 1
         return stream.cursor
 
-    async def open_turn(self, session_id: str) -> OpenTurn | None:
+    async def open_turn(self, key: StreamKey) -> OpenTurn | None:
         """The session's running turn in the buffer (``None`` when its last run ended)."""
-        stream = self._streams.get(session_id)
+        stream = self._streams.get(key)
         if stream is None:
             return None
+        session_id = key.session_id
         markers = (
             (
                 item.cursor,
@@ -187,20 +256,14 @@ class EventHub:
         )
         return open_turn(markers)
 
-    def publish(self, event: AgentEvent) -> None:
-        session_id = event.session_id
-        parent = event.parent_session_id
-        if parent and parent != session_id and session_id not in self._parents:
-            self._parents[session_id] = parent
+    def publish(self, event: AgentEvent, incarnation: int) -> None:
+        """Publish ``event`` of a run of the conversation in its ``incarnation`` (its root's)."""
         now = time.monotonic()
         if now >= self._next_sweep:
             self.sweep(now)
         size = _estimate_size(event)
-        seen: set[str] = set()
-        target: str | None = session_id
-        while target is not None and target not in seen:  # the session and every ancestor
-            seen.add(target)
-            stream = self._stream(target)
+        for target in self._ancestry.targets(event):  # the session and every ancestor
+            stream = self._stream(StreamKey(target, incarnation))
             item = StreamItem(cursor=stream.next_cursor, event=event, size=size)
             stream.next_cursor += 1
             stream.last_publish = now
@@ -213,15 +276,15 @@ class EventHub:
                 stream.held_bytes -= buffer.popleft().size
             for subscriber in stream.subscribers:
                 subscriber.push(item)
-            target = self._parents.get(target)
+        self._ancestry.ended(event)
 
-    async def open(self, session_id: str, after: int | None = None) -> Subscription:
+    async def open(self, key: StreamKey, after: int | None = None) -> Subscription:
         """:meth:`subscribe`, with the signature every hub has (the shared one reads the database)."""
-        return self.subscribe(session_id, after)
+        return self.subscribe(key, after)
 
-    def subscribe(self, session_id: str, after: int | None = None) -> Subscription:
+    def subscribe(self, key: StreamKey, after: int | None = None) -> Subscription:
         """Items of the stream after ``after`` (buffered first, then live); ``None`` = live only."""
-        stream = self._stream(session_id)
+        stream = self._stream(key)
         subscriber = QueueSubscriber(queue=asyncio.Queue(), limit=self.subscriber_limit)
         if after is not None and after != stream.cursor:
             first = stream.buffer[0].cursor if stream.buffer else stream.next_cursor
@@ -233,10 +296,10 @@ class EventHub:
                     if item.cursor > after:
                         subscriber.push(item)
         stream.subscribers.add(subscriber)
-        return Subscription(self, session_id, subscriber)
+        return Subscription(self, key, subscriber)
 
-    def _unsubscribe(self, session_id: str, subscriber: Any) -> None:
-        stream = self._streams.get(session_id)
+    def _unsubscribe(self, key: StreamKey, subscriber: Any) -> None:
+        stream = self._streams.get(key)
         if stream is not None:
             stream.subscribers.discard(subscriber)
 
@@ -265,7 +328,7 @@ def _estimate_size(event: AgentEvent) -> int:
 
 
 class _Unsubscribes(Protocol):
-    def _unsubscribe(self, session_id: str, subscriber: Any) -> None: ...
+    def _unsubscribe(self, key: StreamKey, subscriber: Any) -> None: ...
 
 
 class _Queued(Protocol):
@@ -275,9 +338,9 @@ class _Queued(Protocol):
 class Subscription:
     """Async iterator of stream items; ends after a ``stream-reset`` caused by overflow."""
 
-    def __init__(self, hub: _Unsubscribes, session_id: str, subscriber: _Queued) -> None:
+    def __init__(self, hub: _Unsubscribes, key: StreamKey, subscriber: _Queued) -> None:
         self._hub = hub
-        self._session_id = session_id
+        self._key = key
         self._subscriber = subscriber
 
     def __aiter__(self) -> AsyncIterator[StreamItem]:
@@ -304,4 +367,4 @@ class Subscription:
         return not self._subscriber.queue.empty()
 
     def close(self) -> None:
-        self._hub._unsubscribe(self._session_id, self._subscriber)
+        self._hub._unsubscribe(self._key, self._subscriber)

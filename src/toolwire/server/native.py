@@ -36,7 +36,7 @@ from toolwire.server._input import (
 from toolwire.server._sse import CONNECTED, PING, SSE_HEADERS, event_frame, with_pings
 from toolwire.server._state import ToolwireServer
 from toolwire.server.errors import RequestError, error_body, not_found
-from toolwire.server.hub import Subscription
+from toolwire.server.hub import StreamKey, Subscription
 from toolwire.store.records import SessionInfo, ToolCallRecord
 from toolwire.transcript import merge_histories
 
@@ -91,7 +91,8 @@ class NativeEndpoints:
             waits = {(a["session_id"], a["message_id"], a["tool_call_id"]) for a in awaiting}
             histories = [_without_results(await store.load_history(s.id), s.id, waits) for s in subtree]
         merged = merge_histories(histories)
-        cursor = await server.hub.resume_cursor(session_id, {s.id: s.last_seq for s in subtree})
+        key = await server.stream_key(info)
+        cursor = await server.hub.resume_cursor(key, {s.id: s.last_seq for s in subtree})
         return JSONResponse(
             {
                 "session_id": session_id,
@@ -117,14 +118,13 @@ class NativeEndpoints:
         raw = body.get("session_id") if isinstance(body, dict) else None
         session_id = check_session_id(raw) if raw is not None else new_id("web-")
         store = await server.store()
-        if not await store.create_session(
-            SessionInfo(id=session_id, user_session_id=session_id, user_id=user)
-        ):
+        info = SessionInfo(id=session_id, user_session_id=session_id, user_id=user)
+        if not await store.create_session(info):
             # The same answer whoever holds the id (the caller or another user): no ownership oracle.
             raise RequestError(f"session id {session_id!r} is taken", status=409, kind="exists")
-        return JSONResponse(
-            {"session_id": session_id, "cursor": await server.hub.cursor(session_id)}, status_code=201
-        )
+        # Created: the stored row is ``info`` (its creation time is the incarnation).
+        cursor = await server.hub.cursor(StreamKey(session_id, info.incarnation))
+        return JSONResponse({"session_id": session_id, "cursor": cursor}, status_code=201)
 
     async def post_message(self, request: Request) -> Response:
         """Start a turn (202 once the run holds the session); its events follow on the stream.
@@ -138,15 +138,15 @@ class NativeEndpoints:
         body = await read_json(request, server.limits)
         if not isinstance(body, dict):
             raise RequestError("the body must be an object with 'text' and/or 'approvals' / 'tool_outputs'")
-        text, approvals, outputs = await self._turn(session_id, user, body)
-        cursor = await server.hub.cursor(session_id)
+        text, approvals, outputs, info = await self._turn(session_id, user, body)
+        cursor = await server.hub.cursor(StreamKey(session_id, info.incarnation))
         await server.runs.start(session_id, text, user_id=user, approvals=approvals, tool_outputs=outputs)
         # Subscribing with ``after=cursor`` receives this run's events from its very first one.
         return JSONResponse({"session_id": session_id, "accepted": True, "cursor": cursor}, status_code=202)
 
     async def _turn(
         self, session_id: str, user: str, body: dict[str, Any]
-    ) -> tuple[str | None, dict[DecisionKey, Approval], dict[DecisionKey, Any]]:
+    ) -> tuple[str | None, dict[DecisionKey, Approval], dict[DecisionKey, Any], SessionInfo]:
         """A turn's prompt and answers, the session checked for the caller: a new prompt alone may create
         the session (:meth:`ToolwireServer.claim`); answers only reach an existing one of the caller's."""
         approvals, outputs = parse_answers(body)
@@ -155,14 +155,13 @@ class NativeEndpoints:
         if text is not None or not answering:
             text = check_prompt(text, self.server.limits)
         if not answering:
-            await self.server.claim(session_id, user)
-            return text, approvals, outputs
+            return text, approvals, outputs, await self.server.claim(session_id, user)
         info = await self.server.authorize(session_id, user)
         if info.parent_session_id:
             raise RequestError(
                 "answer a sub-agent's calls through its conversation", status=403, kind="forbidden"
             )
-        return text, approvals, outputs
+        return text, approvals, outputs, info
 
     async def cancel(self, request: Request) -> Response:
         """Cancel the session's run on whichever replica runs it (stored as cancelled); ``cancelled``: was one."""
@@ -203,8 +202,12 @@ class NativeEndpoints:
         if server.runs.running(session_id):
             raise SessionBusyError(f"session {session_id!r} is running; cancel the turn first")
         store = await server.store()
+        tree = await store.list_sessions(user_session_id=session_id, limit=100_000)
         if not await store.delete_session(session_id):
             raise not_found(session_id)
+        # Every open stream of the conversation ends now, and nothing of it stays to be replayed (on
+        # PostgreSQL the store's deleting transaction purged the log and told the other replicas).
+        server.hub.end_streams({session_id, *(s.id for s in tree)}, info.incarnation)
         return Response(status_code=204)
 
     # -- streams -----------------------------------------------------------------------------------
@@ -214,9 +217,9 @@ class NativeEndpoints:
         server = self.server
         user = server.user(request)
         session_id = check_session_id(request.path_params["session_id"])
-        await server.authorize(session_id, user)
+        info = await server.authorize(session_id, user)
         after = stream_cursor(request.headers.get("last-event-id") or request.query_params.get("after"))
-        subscription = await server.hub.open(session_id, after)
+        subscription = await server.hub.open(await server.stream_key(info), after)
         return StreamingResponse(
             _event_stream(subscription, server.limits.ping_interval), headers=SSE_HEADERS
         )
@@ -230,7 +233,7 @@ class NativeEndpoints:
             after = stream_cursor(websocket.query_params.get("after"))
             # Opening a socket on a new id creates that session for the caller, atomically: it can never
             # be bound to a session someone else creates later.
-            await server.claim(session_id, user)
+            info = await server.claim(session_id, user)
         except RequestError as exc:
             await websocket.close(code=4000 + exc.status, reason=str(exc)[:120])
             return
@@ -238,7 +241,7 @@ class NativeEndpoints:
             await websocket.close(code=4404, reason=f"no session {session_id!r}"[:120])
             return
         await websocket.accept()
-        subscription = await server.hub.open(session_id, after)
+        subscription = await server.hub.open(StreamKey(session_id, info.incarnation), after)
         sender = asyncio.create_task(_ws_send(websocket, subscription))
         try:
             while True:
@@ -272,7 +275,7 @@ class NativeEndpoints:
             if message["type"] == "cancel":
                 await server.cancel(session_id)
                 return
-            text, approvals, outputs = await self._turn(session_id, user, message)
+            text, approvals, outputs, _ = await self._turn(session_id, user, message)
             await server.runs.start(session_id, text, user_id=user, approvals=approvals, tool_outputs=outputs)
             await websocket.send_json({"type": "accepted", "session_id": session_id})
         except SessionAccessError:

@@ -19,7 +19,7 @@ from toolwire.agent.loop import AgentRun
 from toolwire.agent.pending import Approval, DecisionKey
 from toolwire.errors import SessionBusyError
 from toolwire.events import AgentEvent, InteractionEnd
-from toolwire.server.hub import EventHub
+from toolwire.server.hub import EventHub, StreamKey
 from toolwire.server.shared_hub import SharedEventHub
 
 logger = logging.getLogger("toolwire.server")
@@ -35,6 +35,8 @@ class RunManager:
         self.hub = hub
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._runs: dict[str, AgentRun[Any]] = {}
+        self._incarnations: dict[str, int] = {}
+        """The conversation incarnation each run publishes to (read when the run opened its session)."""
         self._starting: set[str] = set()
 
     def count(self) -> int:
@@ -54,7 +56,7 @@ class RunManager:
         tool_outputs: Mapping[DecisionKey, Any] | None = None,
         takeover: bool = False,
         top_level: bool = False,
-        watch: Callable[[], Awaitable[W]] | None = None,
+        watch: Callable[[StreamKey], Awaitable[W]] | None = None,
     ) -> W | None:
         """Start a run; returns once it holds the session (its first event is published).
 
@@ -65,9 +67,9 @@ class RunManager:
 
         ``top_level``: the run's start claims the session (creates it for ``user_id``, or checks that
         ``user_id`` owns it and that it is no sub-agent's) in its one store transaction, so a caller need
-        not claim it first. ``watch`` (e.g. a hub subscription) is called once that claim succeeded and
-        before the first event is published, so it sees every event of the run and nothing of a refused
-        session; what it returns is returned.
+        not claim it first. ``watch`` (e.g. a hub subscription) is called with the run's stream once that
+        claim succeeded and before the first event is published, so it sees every event of the run and
+        nothing of a refused session; what it returns is returned.
         """
         if self.running(session_id):
             raise SessionBusyError(f"session {session_id!r} is already running; wait for it or cancel it")
@@ -89,16 +91,19 @@ class RunManager:
                 first = await events.__anext__()
             except StopAsyncIteration:
                 return None
+            # A run that could not open its session (it failed first) publishes where nobody listens.
+            incarnation = run.incarnation or 0
             watcher: W | None = None
             if watch is not None:
                 try:
-                    watcher = await watch()
+                    watcher = await watch(StreamKey(session_id, incarnation))
                 except BaseException:
                     await run.aclose()  # the run ends (recorded) and gives the session back
                     raise
-            self.hub.publish(first)
+            self.hub.publish(first, incarnation)
+            self._incarnations[session_id] = incarnation
             self._runs[session_id] = run
-            self._tasks[session_id] = asyncio.create_task(self._pump(session_id, events))
+            self._tasks[session_id] = asyncio.create_task(self._pump(session_id, run, events))
             return watcher
         finally:
             self._starting.discard(session_id)
@@ -111,8 +116,10 @@ class RunManager:
         if isinstance(self.hub, SharedEventHub):  # number after what the dead run already published
             store = await self.agent.get_store()
             raise_last_seq = getattr(store, "raise_last_seq", None)
-            if raise_last_seq is not None:
-                await raise_last_seq(session_id, await self.hub.max_seq(session_id))
+            info = await store.get_session(session_id)
+            if raise_last_seq is not None and info is not None:
+                key = StreamKey(session_id, info.incarnation)
+                await raise_last_seq(session_id, await self.hub.max_seq(key))
         try:
             await self.start(session_id, None, user_id=user_id, takeover=True)
         except SessionBusyError:
@@ -142,23 +149,34 @@ class RunManager:
             max_output_chars=self.agent.max_tool_output_chars,
         )
 
-    async def _pump(self, session_id: str, events: AsyncIterator[AgentEvent]) -> None:
+    async def _pump(self, session_id: str, run: AgentRun[Any], events: AsyncIterator[AgentEvent]) -> None:
+        incarnation = self._incarnations[session_id]
+        task = asyncio.current_task()
         try:
             async for event in events:
                 if isinstance(event, InteractionEnd) and event.session_id == session_id:
                     # The loop released the session before yielding its end: so must we, before anyone
                     # sees it, or a client that starts the next turn on [DONE] would get 409.
-                    self._tasks.pop(session_id, None)
-                self.hub.publish(event)
+                    self._forget(session_id, task, run)
+                self.hub.publish(event, incarnation)
         except asyncio.CancelledError:
             raise  # cancel() / shutdown() announce the end (self._runs keeps the run for them)
         except Exception:  # the loop already published its error and interaction end
             logger.info("run on session %s ended with an error", session_id, exc_info=True)
-            self._runs.pop(session_id, None)
+            self._forget(session_id, task, run)
         else:
-            self._runs.pop(session_id, None)
+            self._forget(session_id, task, run)
         finally:
-            self._tasks.pop(session_id, None)
+            self._forget(session_id, task, None)
+
+    def _forget(self, session_id: str, task: object, run: AgentRun[Any] | None) -> None:
+        """Drop this run's entries, never those of the session's next run (it may start here as soon as
+        this one released the session, while this pump still drains its generator)."""
+        if self._tasks.get(session_id) is task:
+            del self._tasks[session_id]
+        if run is not None and self._runs.get(session_id) is run:
+            del self._runs[session_id]
+            self._incarnations.pop(session_id, None)
 
     async def cancel(self, session_id: str) -> bool:
         task = self._tasks.get(session_id)
@@ -177,6 +195,7 @@ class RunManager:
         tasks = []
         for session_id, task in list(self._tasks.items()):
             run = self._runs.pop(session_id, None)
+            self._incarnations.pop(session_id, None)
             owner = run.detach() if run is not None else None
             if owner is not None:
                 handed.append((session_id, owner))
@@ -199,5 +218,6 @@ class RunManager:
     def _announce_end(self, session_id: str) -> None:
         """A cancelled run cannot yield its end; publish it so every watcher sees the turn end."""
         run = self._runs.pop(session_id, None)
+        incarnation = self._incarnations.pop(session_id, 0)
         for event in run.unpublished_end if run is not None else ():
-            self.hub.publish(event)
+            self.hub.publish(event, incarnation)

@@ -8,9 +8,15 @@ naming the stream and read the new rows by cursor. A subscription first replays 
 client's cursor (``Last-Event-ID``, from any replica, from before a restart), then follows live; rows
 are delivered once each, in cursor order (a subscriber drops anything at or before its last cursor).
 
+Streams are keyed by the conversation's incarnation (:class:`~toolwire.server.hub.StreamKey`): a deleted
+conversation's rows are purged in the deleting transaction, and its subscriptions on every replica end
+(the ``end:`` command), so an id created again starts empty.
+
 Events stay in the table ``retain_seconds`` (default one hour; any replica prunes). A client resuming
-from a cursor further back than ``replay_limit`` events is told to reload the history
-(``stream-reset``), as with the in-process hub.
+from a cursor further back than ``replay_limit`` events or ``replay_bytes`` of event bodies is told to
+reload the history (``stream-reset``), as with the in-process hub; a replay is read in pages of
+``page_rows`` rows and ``page_bytes``, so a replica holds about ``replay_bytes`` per slow reader at most,
+whatever the size of the events.
 """
 
 from __future__ import annotations
@@ -21,20 +27,30 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from toolwire.events import AgentEvent, event_from_dict, event_to_dict
+from toolwire.events import AgentEvent, InteractionEnd, event_from_dict, event_to_dict
 from toolwire.server._turn import OpenTurn, open_turn
-from toolwire.server.hub import QueueSubscriber, StreamItem, Subscription, end_subscriptions
-from toolwire.store.event_log import EventLog, LogRow
+from toolwire.server.hub import (
+    Ancestry,
+    QueueSubscriber,
+    StreamItem,
+    StreamKey,
+    Subscription,
+    end_subscriptions,
+)
+from toolwire.store.event_log import MARKER_KINDS, EventLog, LogRow
 
 logger = logging.getLogger("toolwire.server")
 
 _RETRY_SECONDS = 0.5
+_MAX_MARKERS = 1_000
+"""Turn markers read to find a session's open turn (a turn is its start, its ends when paused, and the
+starts of the runs that continued it: far fewer in practice)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -85,16 +101,22 @@ class SharedEventHub:
         *,
         subscriber_limit: int = 50_000,
         replay_limit: int = 10_000,
+        replay_bytes: int = 4_000_000,
+        page_rows: int = 500,
+        page_bytes: int = 1_000_000,
         retain_seconds: float = 3600.0,
         max_pending: int = 200_000,
     ) -> None:
         self.subscriber_limit = subscriber_limit
         self.replay_limit = replay_limit
+        self.replay_bytes = replay_bytes
+        self.page_rows = page_rows
+        self.page_bytes = page_bytes
         self.retain_seconds = retain_seconds
         self.max_pending = max_pending
         self.log = EventLog(engine)
-        self._streams: dict[str, _Stream] = {}
-        self._parents: dict[str, str] = {}
+        self._streams: dict[StreamKey, _Stream] = {}
+        self._ancestry = Ancestry()
         self._pending: list[tuple[LogRow, AgentEvent]] = []
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -134,13 +156,20 @@ class SharedEventHub:
             end_subscriptions(stream.subscribers)
         self._streams.clear()
 
+    def end_streams(self, session_ids: Iterable[str], incarnation: int) -> None:
+        """A deleted conversation: end this replica's subscriptions of its streams (that incarnation or
+        older) with a ``stream-reset``. Its rows were purged, and the other replicas told, by the store's
+        deleting transaction (``SQLStore.delete_session``)."""
+        ids = set(session_ids)
+        for key in [k for k in self._streams if k.session_id in ids and k.incarnation <= incarnation]:
+            stream = self._streams.pop(key)
+            end_subscriptions(stream.subscribers, reset_at=stream.delivered or 0)
+        self._ancestry.forget(ids)
+
     # -- publishing ----------------------------------------------------------------------------------
 
-    def publish(self, event: AgentEvent) -> None:
-        session_id = event.session_id
-        parent = event.parent_session_id
-        if parent and parent != session_id and session_id not in self._parents:
-            self._parents[session_id] = parent
+    def publish(self, event: AgentEvent, incarnation: int) -> None:
+        """Queue ``event`` of a run of the conversation in its ``incarnation`` (its root's) for the log."""
         if len(self._pending) >= self.max_pending:  # the database has been unreachable for long
             if not self._dropping:
                 logger.error("event log unreachable: dropping new events until it answers")
@@ -148,12 +177,13 @@ class SharedEventHub:
             return
         self._dropping = False
         body = json.dumps(event_to_dict(event), separators=(",", ":"))
-        seen: set[str] = set()
-        target: str | None = session_id
-        while target is not None and target not in seen:  # the session and every ancestor
-            seen.add(target)
-            self._pending.append((LogRow(target, session_id, event.seq, body), event))
-            target = self._parents.get(target)
+        session_id = event.session_id
+        kind = event.type if event.type in MARKER_KINDS else None
+        status = event.status if isinstance(event, InteractionEnd) else None
+        for target in self._ancestry.targets(event):  # the session and every ancestor
+            row = LogRow(target, session_id, incarnation, event.seq, body, kind, status)
+            self._pending.append((row, event))
+        self._ancestry.ended(event)
         self._wake.set()
 
     async def _write_forever(self) -> None:
@@ -189,11 +219,13 @@ class SharedEventHub:
                 del self._pending[: len(batch)]
                 self.batches += 1
                 for (row, event), cursor in zip(batch, ids, strict=True):
-                    self._deliver(row.stream, StreamItem(cursor=cursor, event=event))
+                    self._deliver(
+                        StreamKey(row.stream, row.incarnation), StreamItem(cursor=cursor, event=event)
+                    )
                 await self._maybe_prune()
 
-    def _deliver(self, name: str, item: StreamItem) -> None:
-        stream = self._streams.get(name)
+    def _deliver(self, key: StreamKey, item: StreamItem) -> None:
+        stream = self._streams.get(key)
         if stream is None:
             return
         if stream.delivered is not None:
@@ -222,8 +254,8 @@ class SharedEventHub:
                 driver.add_termination_listener(lambda _conn, lost=lost: lost.set())
                 await driver.add_listener(self.log.channel, self._on_notify)
                 await driver.add_listener(self.log.control, self._on_command)
-                for name in list(self._streams):  # caught up after a reconnect: nothing missed meanwhile
-                    self._refresh(name)
+                for key in list(self._streams):  # caught up after a reconnect: nothing missed meanwhile
+                    self._refresh(key)
                 await lost.wait()
             except asyncio.CancelledError:
                 raise
@@ -236,87 +268,89 @@ class SharedEventHub:
             await asyncio.sleep(_RETRY_SECONDS)
 
     def _on_command(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        kind, _, session_id = payload.partition(":")
+        kind, _, argument = payload.partition(":")
         if kind == "cancel" and self.on_cancel is not None:
-            asyncio.get_running_loop().create_task(self.on_cancel(session_id))
+            asyncio.get_running_loop().create_task(self.on_cancel(argument))
+        elif kind == "end":
+            incarnation, _, session_id = argument.partition(":")
+            with contextlib.suppress(ValueError):
+                self.end_streams([session_id], int(incarnation))
 
     async def request_cancel(self, session_id: str) -> None:
         """Ask every replica to cancel the run of ``session_id`` (the one running it does)."""
         await self.log.command(f"cancel:{session_id}")
 
     def _on_notify(self, _conn: Any, pid: int, _channel: str, payload: str) -> None:
-        if pid != self._writer_pid and payload in self._streams:
-            self._refresh(payload)
+        if pid != self._writer_pid:
+            for key in [k for k in self._streams if k.session_id == payload]:
+                self._refresh(key)
 
-    def _refresh(self, name: str) -> None:
-        stream = self._streams.get(name)
+    def _refresh(self, key: StreamKey) -> None:
+        stream = self._streams.get(key)
         if stream is None:
             return
         stream.dirty = True
         if not stream.fetching and stream.delivered is not None:
             stream.fetching = True
-            asyncio.get_running_loop().create_task(self._fetch(name, stream))
+            asyncio.get_running_loop().create_task(self._fetch(key, stream))
 
-    async def _fetch(self, name: str, stream: _Stream) -> None:
+    async def _fetch(self, key: StreamKey, stream: _Stream) -> None:
         try:
-            while stream.dirty and stream.delivered is not None:
+            while stream.dirty and stream.delivered is not None and self._streams.get(key) is stream:
                 stream.dirty = False
                 try:
-                    rows = await self.log.fetch(name, stream.delivered, self.replay_limit)
+                    rows, cut = await self.log.fetch(
+                        key.session_id, key.incarnation, stream.delivered, self.page_rows, self.page_bytes
+                    )
                 except Exception:
                     logger.warning("could not read events of a stream", exc_info=True)
                     stream.dirty = True
                     await asyncio.sleep(_RETRY_SECONDS)
                     continue
                 for cursor, body in rows:
-                    self._deliver(name, _item(cursor, body))
-                if len(rows) == self.replay_limit:
+                    self._deliver(key, _item(cursor, body))
+                if cut or len(rows) == self.page_rows:
                     stream.dirty = True
         finally:
             stream.fetching = False
-            if not stream.subscribers and self._streams.get(name) is stream:
-                del self._streams[name]
+            if not stream.subscribers and self._streams.get(key) is stream:
+                del self._streams[key]
 
     # -- subscribing ---------------------------------------------------------------------------------
 
-    async def cursor(self, session_id: str) -> int:
+    async def cursor(self, key: StreamKey) -> int:
         """The position to resume from after reading the stored history now."""
-        return await self.log.max_id(session_id)
+        return await self.log.max_id(*key)
 
-    async def resume_cursor(self, session_id: str, persisted: dict[str, int]) -> int:
+    async def resume_cursor(self, key: StreamKey, persisted: dict[str, int]) -> int:
         """Just before the first event the history read does not hold yet (see ``EventHub``)."""
+        session_id = key.session_id
         # Read only the unpersisted tail when the stream is one session's (no sub-sessions to scan for).
         lowest = persisted.get(session_id, 0) if list(persisted) == [session_id] else 0
-        rows = await self.log.after_seq(session_id, lowest, self.replay_limit)
+        rows = await self.log.after_seq(session_id, key.incarnation, lowest, self.replay_limit)
         for cursor, event_session, seq in rows:
             if seq > persisted.get(event_session, 0):
                 return cursor - 1
-        return await self.log.max_id(session_id)
+        return await self.log.max_id(*key)
 
-    async def open_turn(self, session_id: str) -> OpenTurn | None:
+    async def open_turn(self, key: StreamKey) -> OpenTurn | None:
         """The session's running turn in the log, written by any replica (``None`` when its last run
         ended)."""
-        return open_turn(await self.log.markers(session_id, self.replay_limit))
+        return open_turn(await self.log.markers(key.session_id, key.incarnation, _MAX_MARKERS))
 
-    async def open(self, session_id: str, after: int | None = None) -> Subscription:
+    async def open(self, key: StreamKey, after: int | None = None) -> Subscription:
         """Items of the stream after cursor ``after`` (replayed, then live); ``None`` = live only."""
-        stream = self._streams.get(session_id)
+        stream = self._streams.get(key)
         if stream is None:
-            stream = self._streams[session_id] = _Stream()
+            stream = self._streams[key] = _Stream()
         subscriber = _Subscriber(queue=asyncio.Queue(), limit=self.subscriber_limit)
         stream.subscribers.add(subscriber)
         try:
             replay: list[StreamItem] = []
             if after is None:
-                last = await self.log.max_id(session_id)
+                last = await self.log.max_id(*key)
             else:
-                rows = await self.log.fetch(session_id, after, self.replay_limit + 1)
-                last = after
-                if len(rows) > self.replay_limit:  # too far back: the client reloads the history
-                    last = rows[-1][0]
-                    replay = [StreamItem(cursor=last, event=None)]
-                else:
-                    replay = [_item(cursor, body) for cursor, body in rows]
+                last, replay = await self._replay(key, after)
         except BaseException:
             stream.subscribers.discard(subscriber)
             raise
@@ -324,17 +358,38 @@ class SharedEventHub:
         if stream.delivered is None:
             stream.delivered = subscriber.last
             if stream.dirty:
-                self._refresh(session_id)
-        return Subscription(self, session_id, subscriber)
+                self._refresh(key)
+        return Subscription(self, key, subscriber)
 
-    def _unsubscribe(self, session_id: str, subscriber: Any) -> None:
-        stream = self._streams.get(session_id)
+    async def _replay(self, key: StreamKey, after: int) -> tuple[int, list[StreamItem]]:
+        """The rows after cursor ``after``, read a page at a time, and the cursor to start from; past
+        ``replay_limit`` rows or ``replay_bytes`` of bodies, a ``stream-reset`` at the stream's end
+        instead (the client reloads the history: cheaper than holding the whole backlog here)."""
+        replay: list[StreamItem] = []
+        held = 0
+        last = after  # the cursor read up to; the subscriber starts at ``after`` and takes the replay
+        while True:
+            budget = min(self.page_bytes, self.replay_bytes - held)
+            rows, cut = await self.log.fetch(key.session_id, key.incarnation, last, self.page_rows, budget)
+            for cursor, body in rows:
+                held += len(body)
+                replay.append(_item(cursor, body))
+                last = cursor
+            full = cut or len(rows) == self.page_rows
+            if full and (held >= self.replay_bytes or len(replay) >= self.replay_limit):
+                end = await self.log.max_id(*key)
+                return end, [StreamItem(cursor=end, event=None)]
+            if not full:
+                return after, replay
+
+    def _unsubscribe(self, key: StreamKey, subscriber: Any) -> None:
+        stream = self._streams.get(key)
         if stream is None:
             return
         stream.subscribers.discard(subscriber)
         if not stream.subscribers and not stream.fetching:
-            del self._streams[session_id]  # the table is the buffer: nothing to keep here
+            del self._streams[key]  # the table is the buffer: nothing to keep here
 
-    async def max_seq(self, session_id: str) -> int:
-        """The highest seq published for ``session_id`` by any replica (a takeover numbers after it)."""
-        return await self.log.max_seq(session_id)
+    async def max_seq(self, key: StreamKey) -> int:
+        """The highest seq published for the session by any replica (a takeover numbers after it)."""
+        return await self.log.max_seq(*key)

@@ -25,17 +25,35 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 # Any constant works; it only has to be the same in every process that creates the table.
 _DDL_LOCK_KEY = 0x74775F6576656E74  # "tw_event"
 
+MARKER_KINDS = ("interaction-start", "interaction-end", "user-turn-start")
+"""The event types stored with their ``kind`` (and an end's ``status``) as columns: a session's turn markers
+(``toolwire.server._turn``), read without parsing any event body."""
+
 _DDL = (
     """CREATE TABLE IF NOT EXISTS toolwire_events (
         id BIGSERIAL PRIMARY KEY,
         stream VARCHAR(255) NOT NULL,
         session_id VARCHAR(255) NOT NULL,
+        incarnation BIGINT NOT NULL DEFAULT 0,
         seq BIGINT NOT NULL,
+        kind VARCHAR(32),
+        status VARCHAR(32),
         body TEXT NOT NULL,
         created_at DOUBLE PRECISION NOT NULL
     )""",
-    "CREATE INDEX IF NOT EXISTS ix_toolwire_events_stream ON toolwire_events (stream, id)",
-    "CREATE INDEX IF NOT EXISTS ix_toolwire_events_session_seq ON toolwire_events (session_id, seq)",
+    # A table made by an earlier release: the columns added since (its rows keep incarnation 0, which no
+    # session has, and no marker columns; they age out with ``retain_seconds``).
+    "ALTER TABLE toolwire_events ADD COLUMN IF NOT EXISTS incarnation BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE toolwire_events ADD COLUMN IF NOT EXISTS kind VARCHAR(32)",
+    "ALTER TABLE toolwire_events ADD COLUMN IF NOT EXISTS status VARCHAR(32)",
+    "DROP INDEX IF EXISTS ix_toolwire_events_stream",
+    "DROP INDEX IF EXISTS ix_toolwire_events_session_seq",
+    "CREATE INDEX IF NOT EXISTS ix_toolwire_events_stream_life ON toolwire_events (stream, incarnation, id)",
+    # Only the marker rows: a resume finds a turn's start reading a few index entries, whatever the turn's
+    # length (it parsed up to 10,000 bodies before).
+    """CREATE INDEX IF NOT EXISTS ix_toolwire_events_markers ON toolwire_events (stream, incarnation, id)
+        WHERE kind IS NOT NULL""",
+    "CREATE INDEX IF NOT EXISTS ix_toolwire_events_session_life ON toolwire_events (session_id, incarnation, seq)",
     "CREATE INDEX IF NOT EXISTS ix_toolwire_events_created ON toolwire_events (created_at)",
 )
 
@@ -43,44 +61,66 @@ _DDL = (
 # (delivered at commit). The NOTIFY rows come back with id -1.
 _INSERT = """
 WITH ins AS (
-    INSERT INTO toolwire_events (stream, session_id, seq, body, created_at)
-    SELECT t.s, t.e, t.q, t.b, $5
-    FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) WITH ORDINALITY AS t(s, e, q, b, n)
+    INSERT INTO toolwire_events (stream, session_id, incarnation, seq, kind, status, body, created_at)
+    SELECT t.s, t.e, t.i, t.q, t.k, t.st, t.b, $8
+    FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[])
+        WITH ORDINALITY AS t(s, e, i, q, k, st, b, n)
     ORDER BY t.n
     RETURNING id, stream
 ), note AS (
-    SELECT pg_notify($6, d.stream) FROM (SELECT DISTINCT stream FROM ins) AS d
+    SELECT pg_notify($9, d.stream) FROM (SELECT DISTINCT stream FROM ins) AS d
 )
 SELECT id FROM ins UNION ALL SELECT -1 FROM note
 """
-_FETCH = "SELECT id, body FROM toolwire_events WHERE stream = $1 AND id > $2 ORDER BY id LIMIT $3"
-_MAX_ID = "SELECT coalesce(max(id), 0) FROM toolwire_events WHERE stream = $1"
-_AFTER_SEQ = (
-    "SELECT id, session_id, seq FROM toolwire_events WHERE stream = $1 AND seq > $2 ORDER BY id LIMIT $3"
-)
-# A session's own turn markers (see ``toolwire.server._turn``), newest first, among its last $2 rows.
-_MARKERS = """
-SELECT id, kind, status FROM (
-    SELECT id, body::jsonb ->> 'type' AS kind, body::jsonb ->> 'status' AS status
-    FROM (SELECT id, body FROM toolwire_events WHERE stream = $1 AND session_id = $1
-          ORDER BY id DESC LIMIT $2) AS tail
-) AS typed
-WHERE kind IN ('interaction-start', 'interaction-end', 'user-turn-start')
-ORDER BY id DESC
+# Up to $4 rows after cursor $3, each with its body while the bodies before it add up to less than $5
+# bytes, then without (``NULL``): a page never holds much more than $5 bytes of bodies, however large the
+# events, and the first row always comes whole (so a reader always makes progress).
+_FETCH = """
+SELECT id, CASE WHEN total - size < $5 THEN body END, size
+FROM (
+    SELECT id, body, octet_length(body) AS size, sum(octet_length(body)) OVER (ORDER BY id) AS total
+    FROM toolwire_events WHERE stream = $1 AND incarnation = $2 AND id > $3 ORDER BY id LIMIT $4
+) AS page
+ORDER BY id
 """
-_MAX_SEQ = "SELECT coalesce(max(seq), 0) FROM toolwire_events WHERE session_id = $1"
+_MAX_ID = "SELECT coalesce(max(id), 0) FROM toolwire_events WHERE stream = $1 AND incarnation = $2"
+_AFTER_SEQ = """SELECT id, session_id, seq FROM toolwire_events
+    WHERE stream = $1 AND incarnation = $2 AND seq > $3 ORDER BY id LIMIT $4"""
+# A session's own turn markers (see ``toolwire.server._turn``), newest first: from the partial index.
+_MARKERS = """SELECT id, kind, status FROM toolwire_events
+    WHERE stream = $1 AND incarnation = $2 AND kind IS NOT NULL AND session_id = $1
+    ORDER BY id DESC LIMIT $3"""
+_MAX_SEQ = "SELECT coalesce(max(seq), 0) FROM toolwire_events WHERE session_id = $1 AND incarnation = $2"
 _PRUNE = "DELETE FROM toolwire_events WHERE created_at < $1"
 _NOTIFY = "SELECT pg_notify($1, $2)"
+
+PURGE_EVENTS = "DELETE FROM toolwire_events WHERE stream = ANY(:ids)"
+"""What deleting a conversation removes of its events: every row of its sessions' streams (any
+incarnation), in the deleting transaction (``SQLStore.delete_session``)."""
+
+
+def control_channel(schema: str) -> str:
+    """The channel of commands between replicas in ``schema``."""
+    return f"toolwire_control:{schema}"
+
+
+def end_command(session_id: str, incarnation: int) -> str:
+    """The command that ends every subscription of ``session_id``'s stream of ``incarnation`` or older."""
+    return f"end:{incarnation}:{session_id}"
 
 
 @dataclass(frozen=True, slots=True)
 class LogRow:
-    """One event row to write: ``stream`` carries the event of ``session_id`` numbered ``seq``."""
+    """One event row to write: ``stream`` carries the event of ``session_id`` numbered ``seq``, in the
+    conversation's ``incarnation``; ``kind`` and ``status`` are set for turn markers only."""
 
     stream: str
     session_id: str
+    incarnation: int
     seq: int
     body: str
+    kind: str | None = None
+    status: str | None = None
 
 
 class EventLog:
@@ -100,7 +140,7 @@ class EventLog:
                 await conn.execute(sa.text(statement))
             schema = (await conn.execute(sa.text("SELECT current_schema()"))).scalar_one()
         self.channel = f"toolwire_events:{schema}"
-        self.control = f"toolwire_control:{schema}"
+        self.control = control_channel(schema)
 
     async def dedicated(self) -> tuple[AsyncConnection, Any]:
         """A connection held for good (the writer, the listener) and its asyncpg connection."""
@@ -114,7 +154,10 @@ class EventLog:
             _INSERT,
             [r.stream for r in rows],
             [r.session_id for r in rows],
+            [r.incarnation for r in rows],
             [r.seq for r in rows],
+            [r.kind for r in rows],
+            [r.status for r in rows],
             [r.body for r in rows],
             now,
             self.channel,
@@ -126,28 +169,36 @@ class EventLog:
             raw = await conn.get_raw_connection()
             return await getattr(raw.driver_connection, method)(sql, *args)
 
-    async def fetch(self, stream: str, after: int, limit: int) -> list[tuple[int, str]]:
-        """Up to ``limit`` rows of ``stream`` after cursor ``after``, in order."""
-        rows = await self._query("fetch", _FETCH, stream, after, limit)
-        return [(r[0], r[1]) for r in rows]
+    async def fetch(
+        self, stream: str, incarnation: int, after: int, limit: int, max_bytes: int
+    ) -> tuple[list[tuple[int, str]], bool]:
+        """Rows of a stream after cursor ``after``, in order: at most ``limit``, and only while their bodies
+        add up to less than ``max_bytes`` (the first one always). Also whether rows were left out for size."""
+        rows = await self._query("fetch", _FETCH, stream, incarnation, after, limit, max_bytes)
+        out = [(r[0], r[1]) for r in rows if r[1] is not None]
+        return out, len(out) < len(rows)
 
-    async def max_id(self, stream: str) -> int:
-        """The cursor of the last committed event of ``stream`` (0 when none)."""
-        return int(await self._query("fetchval", _MAX_ID, stream))
+    async def max_id(self, stream: str, incarnation: int) -> int:
+        """The cursor of the last committed event of a stream (0 when none)."""
+        return int(await self._query("fetchval", _MAX_ID, stream, incarnation))
 
-    async def after_seq(self, stream: str, seq: int, limit: int) -> list[tuple[int, str, int]]:
-        """The first ``limit`` rows of ``stream`` numbered above ``seq``, as (cursor, session id, seq)."""
-        rows = await self._query("fetch", _AFTER_SEQ, stream, seq, limit)
+    async def after_seq(
+        self, stream: str, incarnation: int, seq: int, limit: int
+    ) -> list[tuple[int, str, int]]:
+        """The first ``limit`` rows of a stream numbered above ``seq``, as (cursor, session id, seq)."""
+        rows = await self._query("fetch", _AFTER_SEQ, stream, incarnation, seq, limit)
         return [(r[0], r[1], r[2]) for r in rows]
 
-    async def markers(self, session_id: str, limit: int) -> list[tuple[int, str, str | None]]:
-        """The turn markers of ``session_id``'s own events among its last ``limit``, newest first."""
-        rows = await self._query("fetch", _MARKERS, session_id, limit)
+    async def markers(
+        self, session_id: str, incarnation: int, limit: int
+    ) -> list[tuple[int, str, str | None]]:
+        """The last ``limit`` turn markers of ``session_id``'s own events, newest first."""
+        rows = await self._query("fetch", _MARKERS, session_id, incarnation, limit)
         return [(r[0], r[1], r[2]) for r in rows]
 
-    async def max_seq(self, session_id: str) -> int:
-        """The highest seq any run published for ``session_id`` (0 when none)."""
-        return int(await self._query("fetchval", _MAX_SEQ, session_id))
+    async def max_seq(self, session_id: str, incarnation: int) -> int:
+        """The highest seq any run published for ``session_id`` in ``incarnation`` (0 when none)."""
+        return int(await self._query("fetchval", _MAX_SEQ, session_id, incarnation))
 
     async def command(self, text: str) -> None:
         """Send ``text`` to every replica listening on the control channel."""

@@ -43,6 +43,13 @@ class SessionInfo:
     usage: Usage = field(default_factory=Usage)
     """Summed over every step of every run of the session."""
 
+    @property
+    def incarnation(self) -> int:
+        """This life of the session id: its creation time in microseconds. An id that is deleted and
+        created again (by anyone) starts a new incarnation, and event streams are keyed by it, so one
+        life's subscribers and replays never see the other's events."""
+        return round(self.created_at * 1_000_000)
+
 
 CallKey: TypeAlias = tuple[str, str]
 """A tool call's identity within a session: ``(message_id, tool_call_id)``. Providers may repeat a call

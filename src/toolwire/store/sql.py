@@ -67,6 +67,7 @@ from toolwire.store._sql_rows import (
     usage_to_json,
 )
 from toolwire.store.base import DEFAULT_URL, Store, repaired_history
+from toolwire.store.event_log import PURGE_EVENTS, end_command
 from toolwire.store.records import (
     CallCompletion,
     CallKey,
@@ -489,7 +490,9 @@ class SQLStore(Store):
 
     async def delete_session(self, session_id: str) -> bool:
         in_tree = sa.or_(sessions.c.id == session_id, sessions.c.user_session_id == session_id)
-        query = sa.select(sessions.c.id, sessions.c.lock_owner, sessions.c.lock_expires_at).where(in_tree)
+        query = sa.select(
+            sessions.c.id, sessions.c.lock_owner, sessions.c.lock_expires_at, sessions.c.created_at
+        ).where(in_tree)
         if self._postgres:
             query = query.with_for_update()  # a run cannot take a lock of the tree while it is deleted
 
@@ -511,9 +514,27 @@ class SQLStore(Store):
             conn.execute(sa.delete(tool_calls).where(tool_calls.c.session_id.in_(ids)))
             conn.execute(sa.delete(messages).where(messages.c.session_id.in_(ids)))
             conn.execute(sa.delete(sessions).where(sessions.c.id.in_(ids)))
+            if self._postgres:
+                self._purge_events(conn, ids, max(row.created_at for row in rows))
             return True
 
         return await self._write("delete a conversation", op)
+
+    @staticmethod
+    def _purge_events(conn: sa.Connection, ids: list[str], created_at: float) -> None:
+        """In the deleting transaction: drop the conversation's rows of the replicas' event log (if any
+        server made one here), and tell every replica, at commit, to end the subscriptions of its streams
+        (``created_at``: the newest session's, so every incarnation up to this one ends)."""
+        if conn.execute(sa.text("SELECT to_regclass('toolwire_events')")).scalar() is None:
+            return
+        purge = sa.text(PURGE_EVENTS).bindparams(sa.bindparam("ids", type_=postgresql.ARRAY(sa.String)))
+        conn.execute(purge, {"ids": ids})
+        incarnation = SessionInfo(id="", created_at=created_at).incarnation
+        for session_id in ids:
+            conn.execute(
+                sa.text("SELECT pg_notify('toolwire_control:' || current_schema(), :command)"),
+                {"command": end_command(session_id, incarnation)},
+            )
 
     async def truncate_history(self, session_id: str, from_message_id: str) -> bool:
         first = sa.select(messages.c.position, messages.c.created_at).where(
