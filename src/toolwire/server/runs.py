@@ -19,12 +19,15 @@ from toolwire.agent.loop import AgentRun
 from toolwire.agent.pending import Approval, DecisionKey
 from toolwire.errors import SessionBusyError
 from toolwire.events import AgentEvent, InteractionEnd
+from toolwire.server.errors import draining
 from toolwire.server.hub import EventHub
 from toolwire.server.shared_hub import SharedEventHub
 
 logger = logging.getLogger("toolwire.server")
 
 W = TypeVar("W")
+_START_GRACE = 5.0
+"""Seconds a drain waits for runs still starting (opening their session) before it stops the others."""
 
 
 class RunManager:
@@ -36,6 +39,12 @@ class RunManager:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._runs: dict[str, AgentRun[Any]] = {}
         self._starting: set[str] = set()
+        self._no_starts = asyncio.Event()
+        """Set while no :meth:`start` is under way (a drain waits for those before handing runs over)."""
+        self._no_starts.set()
+        self.draining = False
+        """Set once the server begins to shut down: every new run is refused (503, see
+        :func:`~toolwire.server.errors.draining`) before it stores or runs anything."""
 
     def count(self) -> int:
         """Runs going on in this process."""
@@ -69,9 +78,11 @@ class RunManager:
         before the first event is published, so it sees every event of the run and nothing of a refused
         session; what it returns is returned.
         """
+        self.check_accepting()
         if self.running(session_id):
             raise SessionBusyError(f"session {session_id!r} is already running; wait for it or cancel it")
         self._starting.add(session_id)
+        self._no_starts.clear()
         try:
             if not takeover and (prompt is None or approvals or tool_outputs):
                 await self._check_answers(session_id, prompt, approvals or {}, tool_outputs or {})
@@ -102,11 +113,19 @@ class RunManager:
             return watcher
         finally:
             self._starting.discard(session_id)
+            if not self._starting:
+                self._no_starts.set()
+
+    def check_accepting(self) -> None:
+        """Raise the 503 of a draining server: every way a turn comes in passes here before its first
+        write (native messages, the WebSocket, ``POST /api/chat``, answers to paused calls)."""
+        if self.draining:
+            raise draining()
 
     async def take_over(self, session_id: str, user_id: str) -> bool:
         """Continue the run of a replica that died (its lease expired); ``False`` when another replica
         was faster (the lease is taken by one conditional UPDATE: exactly one wins) or it runs here."""
-        if self.running(session_id):
+        if self.running(session_id) or self.draining:
             return False
         if isinstance(self.hub, SharedEventHub):  # number after what the dead run already published
             store = await self.agent.get_store()
@@ -173,6 +192,7 @@ class RunManager:
     async def hand_over(self) -> list[tuple[str, str]]:
         """Stop every run without recording an end (drain: another replica continues them). Returns
         (session id, lease owner) of each, for the caller to expire the leases once its events are out."""
+        await self._starts_settled()
         handed: list[tuple[str, str]] = []
         tasks = []
         for session_id, task in list(self._tasks.items()):
@@ -186,7 +206,14 @@ class RunManager:
             await asyncio.gather(*tasks, return_exceptions=True)
         return handed
 
+    async def _starts_settled(self) -> None:
+        """Wait for the runs that were starting when the drain began: each then has its task, so it is
+        handed over or cancelled with the others instead of running on unowned after the shutdown."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._no_starts.wait(), _START_GRACE)
+
     async def shutdown(self) -> None:
+        await self._starts_settled()
         sessions = list(self._tasks)
         tasks = list(self._tasks.values())
         for task in tasks:
