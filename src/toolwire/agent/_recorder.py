@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from toolwire.agent._takeover import TAKEOVER_RUN
 from toolwire.agent.history import CANCELLED_OUTPUT
 from toolwire.errors import SessionBusyError
 from toolwire.events import Envelope, ToolCallComplete, ToolCallStatus
@@ -72,7 +73,9 @@ class StepRecorder:
         self.seq = 0
         self._persisted_seq = 0
         self._max_output_chars = max_output_chars
-        self._lock_owner = lock_owner(interaction_id)
+        # A takeover's lease says so: if it dies too, the next takeover must not judge its turn lost
+        # because nothing of *its* interaction is stored (see _takeover.prompt_lost).
+        self._lock_owner = lock_owner(f"{TAKEOVER_RUN}{interaction_id}" if takeover else interaction_id)
         self._locked_at = 0.0
         self._ttl = store.lease_ttl or LOCK_TTL
         self._heartbeat: asyncio.Task[None] | None = None

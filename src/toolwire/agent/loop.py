@@ -27,12 +27,12 @@ from toolwire._text import clean_text
 from toolwire.agent._model_step import ModelStep
 from toolwire.agent._pause import Gate, Waiting, pending_of, plan_answers, unanswered
 from toolwire.agent._recorder import StepRecorder
-from toolwire.agent._takeover import final_answer, interrupted_calls, last_step_calls
+from toolwire.agent._takeover import final_answer, interrupted_calls, last_step_calls, prompt_lost
 from toolwire.agent.config import RunConfig
 from toolwire.agent.history import INTERRUPTED_OUTPUT
 from toolwire.agent.output import NOTHING, OutputPolicy
 from toolwire.agent.pending import Approval, DecisionKey, PendingCall, Resume
-from toolwire.errors import MaxStepsExceeded, ToolBlockedError
+from toolwire.errors import MaxStepsExceeded, ToolBlockedError, TurnLostError
 from toolwire.events import (
     AgentEvent,
     CustomDataEvent,
@@ -182,9 +182,11 @@ class AgentRun(Generic[OutputT]):
         tool_outputs: Mapping[DecisionKey, Any] | None = None,
         takeover: bool = False,
         top_level: bool = False,
+        dead_run_owner: str | None = None,
     ) -> None:
         self.config = config
         self._takeover = takeover
+        self._dead_run_owner = dead_run_owner
         self._top_level = top_level
         parent_run = parent.sink if parent is not None and isinstance(parent.sink, AgentRun) else None
         self._parent_run = parent_run
@@ -872,6 +874,10 @@ class AgentRun(Generic[OutputT]):
             for event in announce:
                 yield event
         final = final_answer(self._history) if self._output is None else None
+        if final is not None and await prompt_lost(recorder.store, self.session_id, self._dead_run_owner):
+            raise TurnLostError(
+                "the run of this turn stopped before its prompt was stored; send the message again"
+            )
         if final is not None:
             self._output_value = self._text_output = final
             self._done = True

@@ -62,6 +62,7 @@ class RunManager:
         approvals: Mapping[DecisionKey, Approval] | None = None,
         tool_outputs: Mapping[DecisionKey, Any] | None = None,
         takeover: bool = False,
+        dead_run_owner: str | None = None,
         top_level: bool = False,
         watch: Callable[[], Awaitable[W]] | None = None,
     ) -> W | None:
@@ -93,6 +94,7 @@ class RunManager:
                 approvals=approvals,
                 tool_outputs=tool_outputs,
                 takeover=takeover,
+                dead_run_owner=dead_run_owner,
                 top_level=top_level,
             )
             events = run.__aiter__()
@@ -122,9 +124,10 @@ class RunManager:
         if self.draining:
             raise draining()
 
-    async def take_over(self, session_id: str, user_id: str) -> bool:
-        """Continue the run of a replica that died (its lease expired); ``False`` when another replica
-        was faster (the lease is taken by one conditional UPDATE: exactly one wins) or it runs here."""
+    async def take_over(self, session_id: str, user_id: str, dead_run_owner: str | None = None) -> bool:
+        """Continue the run of a replica that died (its lease expired; ``dead_run_owner``: that run's lease
+        owner); ``False`` when another replica was faster (the lease is taken by one conditional UPDATE:
+        exactly one wins) or it runs here."""
         if self.running(session_id) or self.draining:
             return False
         if isinstance(self.hub, SharedEventHub):  # number after what the dead run already published
@@ -133,7 +136,7 @@ class RunManager:
             if raise_last_seq is not None:
                 await raise_last_seq(session_id, await self.hub.max_seq(session_id))
         try:
-            await self.start(session_id, None, user_id=user_id, takeover=True)
+            await self.start(session_id, None, user_id=user_id, takeover=True, dead_run_owner=dead_run_owner)
         except SessionBusyError:
             return False
         return True
