@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Se
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Any, Generic, Self
+from typing import Any, Generic, Self, cast
 
 from pydantic_core import to_jsonable_python
 from typing_extensions import TypeVar
@@ -272,6 +272,14 @@ class AgentRun(Generic[OutputT]):
             return None
         self._recorder.detached = True
         return self._recorder.lock_owner
+
+    async def written_unpublished(self) -> list[AgentEvent]:
+        """After a detached run was stopped: the events its last step's write counted as published (it
+        was stopped between that write and their publication), once the write committed."""
+        if self._recorder is None:
+            return []
+        # The recorder holds them as the envelopes they are: every one is an AgentEvent the loop made.
+        return cast("list[AgentEvent]", await self._recorder.written_unpublished())
 
     @property
     def owner(self) -> str | None:

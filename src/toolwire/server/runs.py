@@ -27,7 +27,8 @@ logger = logging.getLogger("toolwire.server")
 
 W = TypeVar("W")
 _START_GRACE = 5.0
-"""Seconds a drain waits for runs still starting (opening their session) before it stops the others."""
+"""Seconds a drain waits for runs still starting (opening their session) before it stops the others, and
+for a stopped run's step write under way."""
 
 
 class RunManager:
@@ -198,15 +199,29 @@ class RunManager:
         await self._starts_settled()
         handed: list[tuple[str, str]] = []
         tasks = []
+        stopped: list[AgentRun[Any]] = []
         for session_id, task in list(self._tasks.items()):
             run = self._runs.pop(session_id, None)
             owner = run.detach() if run is not None else None
             if owner is not None:
                 handed.append((session_id, owner))
+            if run is not None:
+                stopped.append(run)
             task.cancel()
             tasks.append(task)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        for run in stopped:
+            # A run stopped between a step's write and the publication of the events that write counted:
+            # publish them (once written), so the next owner numbers after them with no gap and every
+            # client sees those calls complete.
+            try:
+                async with asyncio.timeout(_START_GRACE):
+                    events = await run.written_unpublished()
+            except TimeoutError:  # not written in time: the next owner finds those calls unfinished
+                continue
+            for event in events:
+                self.hub.publish(event)
         return handed
 
     async def _starts_settled(self) -> None:
