@@ -25,6 +25,7 @@
     │   └── DecisionTimeout
     ├── StepAborted
     ├── ResumeError (tool_call_ids)
+    ├── TurnLostError (retryable; a taken-over turn whose prompt was never stored)
     ├── MaxStepsExceeded
     ├── NoObjectGenerated (raw_output, errors, usage, finish_reason)
     ├── StoreError
@@ -200,6 +201,14 @@ class ResumeError(ToolwireError):
         super().__init__(message)
         self.tool_call_ids = list(tool_call_ids)
         """The offending calls' ids, if any."""
+
+
+class TurnLostError(ToolwireError):
+    """A run taken over after its process died before it stored the user's prompt: the turn is lost (the
+    history still ends with the previous answer), so it ends as this error and the client sends the
+    message again."""
+
+    retryable = True
 
 
 class MaxStepsExceeded(ToolwireError):

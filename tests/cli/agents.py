@@ -16,9 +16,16 @@ async def slow_count(ctx: RunContext[Any], steps: int) -> str:
     return f"counted to {steps}"
 
 
+async def hold(ctx: RunContext[Any]) -> str:
+    """Says it started, then holds until the run is stopped (the test decides when, not a timer)."""
+    ctx.progress(0.0, "holding until stopped")
+    await asyncio.Event().wait()  # nothing sets it: only cancelling the run ends this call
+    return "stopped holding"
+
+
 def slow() -> Agent[None]:
-    """An agent with one slow tool; the tests give it a scripted model with ``--model scripted:FILE``."""
-    return Agent(ScriptedModel([]), tools=[slow_count], name="slow")
+    """An agent with slow tools; the tests give it a scripted model with ``--model scripted:FILE``."""
+    return Agent(ScriptedModel([]), tools=[slow_count, hold], name="slow")
 
 
 def refund(txn: str) -> str:

@@ -74,7 +74,8 @@ def test_delete_asks_first_unless_yes(tmp_path: Path) -> None:
 
 def test_delete_refuses_a_session_a_run_is_using(tmp_path: Path) -> None:
     store = sqlite_url(tmp_path / "t.db")
-    model = script(tmp_path, [[call("slow_count", {"steps": 300})]])
+    # The tool holds until the SIGINT below, however slow the machine is (a 60 s count once finished first).
+    model = script(tmp_path, [[call("hold", {})]])
     args = ["run", "count", "--session", "busy", "--model", model, "--store", store]
     running = subprocess.Popen(
         [sys.executable, "-m", "toolwire", *args, "--agent", "tests.cli.agents:slow"],
@@ -85,7 +86,7 @@ def test_delete_refuses_a_session_a_run_is_using(tmp_path: Path) -> None:
     )
     try:
         assert running.stdout is not None
-        while "counting" not in running.stdout.readline():
+        while "holding until stopped" not in running.stdout.readline():
             assert running.poll() is None, running.stderr.read() if running.stderr else ""
         busy = toolwire("sessions", "delete", "busy", "--yes", "--store", store)
         assert busy.returncode == 1 and "busy" in busy.stderr, busy.stderr

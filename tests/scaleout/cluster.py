@@ -199,10 +199,16 @@ async def _wait_healthy(url: str, child: subprocess.Popen[bytes], log: Path) -> 
 
 @asynccontextmanager
 async def cluster(
-    directory: Path, *, replicas: int = 3, slow: float = 0.3, lease: float = 2.0
+    directory: Path,
+    *,
+    replicas: int = 3,
+    slow: float = 0.3,
+    lease: float = 2.0,
+    agent_module: str = AGENT_MODULE,
 ) -> AsyncIterator[Cluster]:
-    """``replicas`` servers on one fresh schema (run leases of ``lease`` seconds) behind HAProxy."""
-    (directory / "agentmod.py").write_text(AGENT_MODULE)
+    """``replicas`` servers on one fresh schema (run leases of ``lease`` seconds) behind HAProxy, serving
+    ``agent_module``'s ``build()``."""
+    (directory / "agentmod.py").write_text(agent_module)
     async with fresh_schema("tw_scale") as store_url:
         store_url += f"&lease_ttl={lease}"
         started: list[Replica] = []

@@ -150,7 +150,7 @@ async def test_two_replicas_racing_to_take_over_one_run_exactly_one_wins() -> No
             for session_id in sessions:
                 await _expired_run(first, session_id)
             await asyncio.sleep(0.4)
-            assert sorted(s for s, _ in await second.expired_runs()) == sessions
+            assert sorted(s for s, *_ in await second.expired_runs()) == sessions
             for session_id in sessions:
                 won = await asyncio.gather(*(m.take_over(session_id, "u1") for m in managers))
                 assert sorted(won) == [False, True], session_id

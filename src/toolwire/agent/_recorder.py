@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from toolwire.agent._takeover import TAKEOVER_RUN
 from toolwire.agent.history import CANCELLED_OUTPUT
 from toolwire.errors import SessionBusyError
 from toolwire.events import Envelope, ToolCallComplete, ToolCallStatus
@@ -72,7 +73,9 @@ class StepRecorder:
         self.seq = 0
         self._persisted_seq = 0
         self._max_output_chars = max_output_chars
-        self._lock_owner = lock_owner(interaction_id)
+        # A takeover's lease says so: if it dies too, the next takeover must not judge its turn lost
+        # because nothing of *its* interaction is stored (see _takeover.prompt_lost).
+        self._lock_owner = lock_owner(f"{TAKEOVER_RUN}{interaction_id}" if takeover else interaction_id)
         self._locked_at = 0.0
         self._ttl = store.lease_ttl or LOCK_TTL
         self._heartbeat: asyncio.Task[None] | None = None
@@ -86,6 +89,8 @@ class StepRecorder:
         self.unwritten: list[ToolOutcome] = []
         """Outcomes handed to :meth:`complete_later`: written by the next :meth:`finish_step` (or
         :meth:`close_open_step`), announced only after it."""
+        self._in_flight: tuple[asyncio.Future[None], list[Envelope]] | None = None
+        """A step's write under way and the events it counts (see :meth:`finish_step`)."""
         self.cancelled_calls: list[ToolCallComplete] = []
         """Completion events of the calls :meth:`close_open_step` cancelled, to publish with the end."""
 
@@ -347,18 +352,46 @@ class StepRecorder:
         never misses or repeats one."""
         last_seq = max((e.seq for e in announce), default=self.seq)
         completed = self._completions(self.open_step.message_id) if self.open_step is not None else []
-        await self.store.finish_step(
-            self.session.id,
-            step=step,
-            interaction_id=self.interaction_id,
-            tool_message=tool_message,
-            usage=usage,
-            last_seq=last_seq,
-            completed=completed,
+        write = asyncio.ensure_future(
+            self.store.finish_step(
+                self.session.id,
+                step=step,
+                interaction_id=self.interaction_id,
+                tool_message=tool_message,
+                usage=usage,
+                last_seq=last_seq,
+                completed=completed,
+            )
         )
+        # Shielded from a hand-over (detached first, then cancelled), which may stop the run between this
+        # write (it counts ``announce`` in last_seq) and their publication: the write goes on and the
+        # server publishes them once it committed (:meth:`written_unpublished`), so no seq is skipped and
+        # no finished call goes unseen. Any other stop abandons the write, as before.
+        try:
+            await asyncio.shield(write)
+        except asyncio.CancelledError:
+            if self.detached:
+                self._in_flight = (write, list(announce))
+            else:
+                write.cancel()
+            raise
         self.unwritten = []
         self._persisted_seq = max(self._persisted_seq, last_seq)
         self.open_step = None
+
+    async def written_unpublished(self) -> list[Envelope]:
+        """The events a step's write counted when the run was stopped during it, once that write
+        committed; none if it failed or no write was under way."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is None:
+            return []
+        write, announce = in_flight
+        try:
+            await asyncio.shield(write)
+        except Exception:  # not written: the next owner finds the calls unfinished
+            logger.warning("session %s: a step's write did not finish", self.session.id, exc_info=True)
+            return []
+        return list(announce)
 
     async def close_open_step(self) -> Message | None:
         """The run stopped while tools ran: record the unfinished calls as cancelled (history stays valid).

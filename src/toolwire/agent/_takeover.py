@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from toolwire.messages import Message, ToolCallPart
+from toolwire.store._locks import run_of
 from toolwire.store.base import Store
 from toolwire.store.records import CallKey
 from toolwire.tools.registry import ToolRegistry
@@ -34,6 +35,23 @@ def final_answer(history: Sequence[Message]) -> str | None:
     if last.role != "assistant" or last.tool_calls:
         return None
     return last.text
+
+
+TAKEOVER_RUN = "takeover~"
+"""How a takeover run's lease owner starts its run name (before its interaction id)."""
+
+
+async def prompt_lost(store: Store, session_id: str, dead_run_owner: str | None) -> bool:
+    """Whether the dead run was a turn that stored nothing: no step of its interaction (named by its
+    lease owner) is stored. Asked when the history ends with an answer: that answer is then the previous
+    turn's, and the dead turn's prompt is gone. A dead takeover (or an unknown owner) proves nothing: the
+    turn it continued had stored its prompt."""
+    if dead_run_owner is None:
+        return False
+    interaction_id = run_of(dead_run_owner)
+    if interaction_id.startswith(TAKEOVER_RUN):
+        return False
+    return all(step.interaction_id != interaction_id for step in await store.steps(session_id))
 
 
 @dataclass(frozen=True, slots=True)

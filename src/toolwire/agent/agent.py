@@ -269,6 +269,7 @@ class Agent(Generic[DepsT, OutputT]):
         tool_outputs: Mapping[DecisionKey, Any] | None = None,
         takeover: bool = False,
         top_level: bool = False,
+        dead_run_owner: str | None = None,
     ) -> AgentRun[OutputT]:
         """Start a run: ``async for event in agent.stream(...)``. ``parent`` makes it a sub-agent run of
         that tool call.
@@ -286,7 +287,10 @@ class Agent(Generic[DepsT, OutputT]):
 
         ``takeover=True`` continues a run whose process died (its lease expired; the server's
         :mod:`~toolwire.server.takeover` does this): no prompt, the unfinished calls end as interrupted and
-        the model goes on from the last stored step.
+        the model goes on from the last stored step. ``dead_run_owner`` (the dead run's lease owner, which
+        names its interaction) lets it tell a run that had answered from one that died before storing its
+        prompt: the latter ends as a :class:`~toolwire.errors.TurnLostError` (the user sends it again)
+        instead of repeating the previous turn's answer.
 
         ``top_level=True`` refuses a ``session_id`` that is a sub-agent's session
         (:class:`~toolwire.errors.SubSessionError`, nothing written), in the same store transaction that
@@ -305,6 +309,7 @@ class Agent(Generic[DepsT, OutputT]):
             tool_outputs=tool_outputs,
             takeover=takeover,
             top_level=top_level,
+            dead_run_owner=dead_run_owner,
         )
 
     async def run(

@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Se
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Any, Generic, Self
+from typing import Any, Generic, Self, cast
 
 from pydantic_core import to_jsonable_python
 from typing_extensions import TypeVar
@@ -27,12 +27,12 @@ from toolwire._text import clean_text
 from toolwire.agent._model_step import ModelStep
 from toolwire.agent._pause import Gate, Waiting, pending_of, plan_answers, unanswered
 from toolwire.agent._recorder import StepRecorder
-from toolwire.agent._takeover import final_answer, interrupted_calls, last_step_calls
+from toolwire.agent._takeover import final_answer, interrupted_calls, last_step_calls, prompt_lost
 from toolwire.agent.config import RunConfig
 from toolwire.agent.history import INTERRUPTED_OUTPUT
 from toolwire.agent.output import NOTHING, OutputPolicy
 from toolwire.agent.pending import Approval, DecisionKey, PendingCall, Resume
-from toolwire.errors import MaxStepsExceeded, ToolBlockedError
+from toolwire.errors import MaxStepsExceeded, ToolBlockedError, TurnLostError
 from toolwire.events import (
     AgentEvent,
     CustomDataEvent,
@@ -182,9 +182,11 @@ class AgentRun(Generic[OutputT]):
         tool_outputs: Mapping[DecisionKey, Any] | None = None,
         takeover: bool = False,
         top_level: bool = False,
+        dead_run_owner: str | None = None,
     ) -> None:
         self.config = config
         self._takeover = takeover
+        self._dead_run_owner = dead_run_owner
         self._top_level = top_level
         parent_run = parent.sink if parent is not None and isinstance(parent.sink, AgentRun) else None
         self._parent_run = parent_run
@@ -270,6 +272,14 @@ class AgentRun(Generic[OutputT]):
             return None
         self._recorder.detached = True
         return self._recorder.lock_owner
+
+    async def written_unpublished(self) -> list[AgentEvent]:
+        """After a detached run was stopped: the events its last step's write counted as published (it
+        was stopped between that write and their publication), once the write committed."""
+        if self._recorder is None:
+            return []
+        # The recorder holds them as the envelopes they are: every one is an AgentEvent the loop made.
+        return cast("list[AgentEvent]", await self._recorder.written_unpublished())
 
     @property
     def incarnation(self) -> int | None:
@@ -878,6 +888,10 @@ class AgentRun(Generic[OutputT]):
             for event in announce:
                 yield event
         final = final_answer(self._history) if self._output is None else None
+        if final is not None and await prompt_lost(recorder.store, self.session_id, self._dead_run_owner):
+            raise TurnLostError(
+                "the run of this turn stopped before its prompt was stored; send the message again"
+            )
         if final is not None:
             self._output_value = self._text_output = final
             self._done = True

@@ -20,6 +20,7 @@ import resource
 import socket
 import time
 from collections.abc import Awaitable, Callable
+from types import FrameType
 from typing import Any
 
 import h11
@@ -148,9 +149,22 @@ def install_log_bounds() -> None:
 class Server(uvicorn.Server):
     """uvicorn's server, closing toolwire's runs and streams first when it shuts down."""
 
-    def __init__(self, config: uvicorn.Config, before_shutdown: Callable[[], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        before_shutdown: Callable[[], Awaitable[None]],
+        on_signal: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(config)
         self._before_shutdown = before_shutdown
+        self._on_signal = on_signal
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # The signal handler itself: uvicorn notices ``should_exit`` only at its next tick (0.1 s) and
+        # keeps serving until ``shutdown``; turns arriving meanwhile must already be refused.
+        if self._on_signal is not None:
+            self._on_signal()
+        super().handle_exit(sig, frame)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         try:

@@ -58,7 +58,8 @@ class ToolwireServer:
         self.runs = RunManager(agent, self.hub)
         self.watcher: LeaseWatcher | None = None
         self.draining = False
-        """Set once shutdown began: the health endpoint says so, so balancers stop routing here."""
+        """Set once shutdown began (at the signal): the health endpoint says so, so balancers stop routing
+        here, and new turns are refused with 503 (:meth:`begin_draining`)."""
         self.replica = lock_owner("replica")
         """This process, as named in run leases (host, pid and start time)."""
 
@@ -123,7 +124,9 @@ class ToolwireServer:
 
     async def claim(self, session_id: str, user: str) -> SessionInfo:
         """The session for a new turn: created for ``user`` if it does not exist, in one atomic step (the
-        first writer fixes the owner), otherwise only if ``user`` owns it; 404 alike if not."""
+        first writer fixes the owner), otherwise only if ``user`` owns it; 404 alike if not. A draining
+        server refuses first (503): it creates nothing."""
+        self.runs.check_accepting()
         store = await self.store()
         info = await store.ensure_session(
             SessionInfo(id=session_id, user_session_id=session_id, user_id=user)
@@ -149,11 +152,18 @@ class ToolwireServer:
                 return True
         return False
 
+    def begin_draining(self) -> None:
+        """Shutdown began: refuse new turns from now on (503 with ``Retry-After``, nothing stored or run),
+        so their clients send them to another replica while this one hands its runs over. Synchronous:
+        it is called from the signal handler, before the server stops accepting connections."""
+        self.draining = True
+        self.runs.draining = True
+
     async def close(self) -> None:
         """Shutdown. With other replicas alive (PostgreSQL), hand the runs over: stop them recording
         nothing, publish what they streamed, and expire their leases so another replica continues each at
         its next scan. Otherwise cancel every run (stored as cancelled). Then end every open stream."""
-        self.draining = True
+        self.begin_draining()
         watcher, self.watcher = self.watcher, None
         handed: list[tuple[str, str]] = []
         if watcher is not None:

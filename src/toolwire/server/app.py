@@ -221,4 +221,4 @@ async def serve(
         timeout_graceful_shutdown=int(limits.shutdown_timeout) or 1,
     )
     print(f"toolwire serving on http://{host}:{port}/", file=sys.stderr, flush=True)
-    await Server(config, before_shutdown=server.close).serve()
+    await Server(config, before_shutdown=server.close, on_signal=server.begin_draining).serve()

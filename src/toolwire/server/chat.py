@@ -214,6 +214,7 @@ class ChatEndpoint:
         so a refused or killed request writes nothing, and a known conversation is left as the store has it.
         Whether the history was imported.
         """
+        self.server.runs.check_accepting()  # a draining server imports nothing (503 before any write)
         if not history:
             await self.server.claim(session_id, user)
             return False

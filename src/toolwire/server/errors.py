@@ -20,15 +20,30 @@ from toolwire.errors import ResumeError, SessionAccessError, SessionBusyError, T
 class RequestError(ToolwireError):
     """A client request the server cannot accept (malformed body, over a limit, unknown session)."""
 
-    def __init__(self, message: str, *, status: int = 400, kind: str = "bad_request") -> None:
+    def __init__(
+        self, message: str, *, status: int = 400, kind: str = "bad_request", retry_after: int | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.kind = kind
+        self.retry_after = retry_after
+        """Seconds for the ``Retry-After`` header (a 503 the client should send again, elsewhere)."""
 
 
 def not_found(session_id: str) -> RequestError:
     """The one 404 for a session that does not exist or is not the caller's."""
     return RequestError(f"no session {session_id!r}", status=404, kind="not_found")
+
+
+def draining() -> RequestError:
+    """The one 503 for a turn sent to a replica that is shutting down: nothing was stored or run, so the
+    client sends it again (the balancer routes it to another replica once it sees the health check)."""
+    return RequestError(
+        "this server is shutting down and takes no new turns; send it again",
+        status=503,
+        kind="draining",
+        retry_after=1,
+    )
 
 
 def error_body(exc: Exception) -> dict[str, Any]:
@@ -44,7 +59,8 @@ def error_body(exc: Exception) -> dict[str, Any]:
 
 async def _request_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestError)
-    return JSONResponse(error_body(exc), status_code=exc.status)
+    headers = {"retry-after": str(exc.retry_after)} if exc.retry_after is not None else None
+    return JSONResponse(error_body(exc), status_code=exc.status, headers=headers)
 
 
 async def _access_error(request: Request, exc: Exception) -> Response:

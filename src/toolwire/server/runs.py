@@ -19,12 +19,16 @@ from toolwire.agent.loop import AgentRun
 from toolwire.agent.pending import Approval, DecisionKey
 from toolwire.errors import SessionBusyError
 from toolwire.events import AgentEvent, InteractionEnd
+from toolwire.server.errors import draining
 from toolwire.server.hub import EventHub, StreamKey
 from toolwire.server.shared_hub import SharedEventHub
 
 logger = logging.getLogger("toolwire.server")
 
 W = TypeVar("W")
+_START_GRACE = 5.0
+"""Seconds a drain waits for runs still starting (opening their session) before it stops the others, and
+for a stopped run's step write under way."""
 
 
 class RunManager:
@@ -38,6 +42,12 @@ class RunManager:
         self._incarnations: dict[str, int] = {}
         """The conversation incarnation each run publishes to (read when the run opened its session)."""
         self._starting: set[str] = set()
+        self._no_starts = asyncio.Event()
+        """Set while no :meth:`start` is under way (a drain waits for those before handing runs over)."""
+        self._no_starts.set()
+        self.draining = False
+        """Set once the server begins to shut down: every new run is refused (503, see
+        :func:`~toolwire.server.errors.draining`) before it stores or runs anything."""
 
     def count(self) -> int:
         """Runs going on in this process."""
@@ -55,6 +65,7 @@ class RunManager:
         approvals: Mapping[DecisionKey, Approval] | None = None,
         tool_outputs: Mapping[DecisionKey, Any] | None = None,
         takeover: bool = False,
+        dead_run_owner: str | None = None,
         top_level: bool = False,
         watch: Callable[[StreamKey], Awaitable[W]] | None = None,
     ) -> W | None:
@@ -71,9 +82,11 @@ class RunManager:
         claim succeeded and before the first event is published, so it sees every event of the run and
         nothing of a refused session; what it returns is returned.
         """
+        self.check_accepting()
         if self.running(session_id):
             raise SessionBusyError(f"session {session_id!r} is already running; wait for it or cancel it")
         self._starting.add(session_id)
+        self._no_starts.clear()
         try:
             if not takeover and (prompt is None or approvals or tool_outputs):
                 await self._check_answers(session_id, prompt, approvals or {}, tool_outputs or {})
@@ -84,6 +97,7 @@ class RunManager:
                 approvals=approvals,
                 tool_outputs=tool_outputs,
                 takeover=takeover,
+                dead_run_owner=dead_run_owner,
                 top_level=top_level,
             )
             events = run.__aiter__()
@@ -107,11 +121,20 @@ class RunManager:
             return watcher
         finally:
             self._starting.discard(session_id)
+            if not self._starting:
+                self._no_starts.set()
 
-    async def take_over(self, session_id: str, user_id: str) -> bool:
-        """Continue the run of a replica that died (its lease expired); ``False`` when another replica
-        was faster (the lease is taken by one conditional UPDATE: exactly one wins) or it runs here."""
-        if self.running(session_id):
+    def check_accepting(self) -> None:
+        """Raise the 503 of a draining server: every way a turn comes in passes here before its first
+        write (native messages, the WebSocket, ``POST /api/chat``, answers to paused calls)."""
+        if self.draining:
+            raise draining()
+
+    async def take_over(self, session_id: str, user_id: str, dead_run_owner: str | None = None) -> bool:
+        """Continue the run of a replica that died (its lease expired; ``dead_run_owner``: that run's lease
+        owner); ``False`` when another replica was faster (the lease is taken by one conditional UPDATE:
+        exactly one wins) or it runs here."""
+        if self.running(session_id) or self.draining:
             return False
         if isinstance(self.hub, SharedEventHub):  # number after what the dead run already published
             store = await self.agent.get_store()
@@ -121,7 +144,7 @@ class RunManager:
                 key = StreamKey(session_id, info.incarnation)
                 await raise_last_seq(session_id, await self.hub.max_seq(key))
         try:
-            await self.start(session_id, None, user_id=user_id, takeover=True)
+            await self.start(session_id, None, user_id=user_id, takeover=True, dead_run_owner=dead_run_owner)
         except SessionBusyError:
             return False
         return True
@@ -191,21 +214,43 @@ class RunManager:
     async def hand_over(self) -> list[tuple[str, str]]:
         """Stop every run without recording an end (drain: another replica continues them). Returns
         (session id, lease owner) of each, for the caller to expire the leases once its events are out."""
+        await self._starts_settled()
         handed: list[tuple[str, str]] = []
         tasks = []
+        stopped: list[tuple[AgentRun[Any], int]] = []
         for session_id, task in list(self._tasks.items()):
             run = self._runs.pop(session_id, None)
-            self._incarnations.pop(session_id, None)
+            incarnation = self._incarnations.pop(session_id, 0)
             owner = run.detach() if run is not None else None
             if owner is not None:
                 handed.append((session_id, owner))
+            if run is not None:
+                stopped.append((run, incarnation))
             task.cancel()
             tasks.append(task)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        for run, incarnation in stopped:
+            # A run stopped between a step's write and the publication of the events that write counted:
+            # publish them (once written), so the next owner numbers after them with no gap and every
+            # client sees those calls complete.
+            try:
+                async with asyncio.timeout(_START_GRACE):
+                    events = await run.written_unpublished()
+            except TimeoutError:  # not written in time: the next owner finds those calls unfinished
+                continue
+            for event in events:
+                self.hub.publish(event, incarnation)
         return handed
 
+    async def _starts_settled(self) -> None:
+        """Wait for the runs that were starting when the drain began: each then has its task, so it is
+        handed over or cancelled with the others instead of running on unowned after the shutdown."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._no_starts.wait(), _START_GRACE)
+
     async def shutdown(self) -> None:
+        await self._starts_settled()
         sessions = list(self._tasks)
         tasks = list(self._tasks.values())
         for task in tasks:

@@ -36,7 +36,7 @@ class LeaseWatcher:
     """Scans for expired run leases and continues those runs in this process."""
 
     runs: RunManager
-    expired: Callable[[], Awaitable[list[tuple[str, str | None]]]]
+    expired: Callable[[], Awaitable[list[tuple[str, str | None, str]]]]
     interval: float
     replicas: ReplicaRegistry | None = None
     taken: list[Takeover] = field(default_factory=list)
@@ -77,10 +77,10 @@ class LeaseWatcher:
         if self.replicas is not None:
             await self.replicas.beat()
         won = 0
-        for session_id, user_id in await self.expired():
+        for session_id, user_id, dead_owner in await self.expired():
             if user_id is None:
                 continue
-            if await self.runs.take_over(session_id, user_id):
+            if await self.runs.take_over(session_id, user_id, dead_owner):
                 logger.warning("took over the run of session %s (its replica stopped)", session_id)
                 self.taken.append(Takeover(session_id, time.time()))
                 won += 1

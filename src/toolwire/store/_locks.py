@@ -47,6 +47,11 @@ def lock_owner(run_id: str) -> str:
     return f"{_HOST}/{pid}.{_PROCESS[1]}/{run_id}"
 
 
+def run_of(owner: str) -> str:
+    """The run an owner made by :func:`lock_owner` names (a run's is its interaction id)."""
+    return owner.rpartition("/")[2]
+
+
 def _refresh_process() -> None:
     global _PROCESS
     _PROCESS = (os.getpid(), _process_start(os.getpid()))

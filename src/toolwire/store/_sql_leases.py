@@ -16,7 +16,7 @@ noticed within this plus one scan interval (a third of it), 8 s by default."""
 LEASE_ENV = "TOOLWIRE_LEASE_TTL"
 
 EXPIRED_RUNS = (
-    sa.select(sessions.c.id, sessions.c.user_id)
+    sa.select(sessions.c.id, sessions.c.user_id, sessions.c.lock_owner)
     .where(
         sessions.c.lock_owner.is_not(None),
         sessions.c.lock_expires_at < sa.bindparam("x_now"),

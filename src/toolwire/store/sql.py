@@ -462,12 +462,13 @@ class SQLStore(Store):
         """
         await self._write("lock a session", lambda conn: self._lock_session(conn, session_id, owner, ttl))
 
-    async def expired_runs(self, limit: int = 20) -> list[tuple[str, str | None]]:
-        """Top-level sessions whose run lease expired (its replica died): (session id, user id), oldest
-        expiry first. Sub-agent sessions are continued by their conversation's run."""
+    async def expired_runs(self, limit: int = 20) -> list[tuple[str, str | None, str]]:
+        """Top-level sessions whose run lease expired (its replica died): (session id, user id, the dead
+        run's lease owner, which names its interaction), oldest expiry first. Sub-agent sessions are
+        continued by their conversation's run."""
         params = {"x_now": time.time(), "x_limit": limit}
         rows = await self._read("find expired runs", lambda conn: conn.execute(EXPIRED_RUNS, params).all())
-        return [(row.id, row.user_id) for row in rows]
+        return [(row.id, row.user_id, row.lock_owner) for row in rows]
 
     async def raise_last_seq(self, session_id: str, seq: int) -> None:
         """Record that events up to ``seq`` were published (a run taking over numbers after them)."""
