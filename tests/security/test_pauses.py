@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -212,3 +213,97 @@ async def test_answers_over_the_websocket(tmp_path: Path) -> None:
         assert {"type": "accepted", "session_id": "w1"} in seen
         assert seen[-1]["status"] == "completed"
         assert _text(await idle(alice, "w1")) == "answered: UTC signed=True"
+
+
+def _tool_results_sent(record: Path) -> list[Any]:
+    """Every tool result output the model was sent (``TW_RECORD``)."""
+    sent = [json.loads(line) for line in record.read_text().splitlines()]
+    return [
+        part["output"]
+        for entry in sent
+        if "model" in entry
+        for message in entry["model"]
+        if message["role"] == "tool"
+        for part in message["parts"]
+    ]
+
+
+async def test_answer_text_is_cut_like_any_tool_output(tmp_path: Path) -> None:
+    """A denial reason and a client tool's failure, 300,000 characters each, over the native API and the AI
+    SDK (``output-error``, an approval's ``reason``): the model, the events and the stored messages get
+    them cut to ``max_tool_output_chars`` (2,000 here) like any tool output; the row keeps them whole."""
+    record = tmp_path / "record.jsonl"
+    huge = "z" * 300_000
+    limit = 2_000
+    note = len(
+        "\n[output truncated: showing 2,000 of 300,040 characters; the full output is kept in the session store]"
+    )
+    async with (
+        serve(tmp_path, env={"TW_RECORD": str(record), "TW_MAX_OUTPUT": str(limit)}) as server,
+        server.client(ALICE) as alice,
+    ):
+        await _pause(alice, "n1", "refund A1")
+        events = await _turn(alice, "n1", {"approvals": {"call_1": {"denied": huge}}})
+        await _pause(alice, "n2", "tz")
+        events += await _turn(alice, "n2", {"tool_outputs": {"call_1": {"failed": huge}}})
+        assert {e["type"] for e in events} >= {"tool-call-resolved", "tool-call-complete"}
+        assert max(len(json.dumps(e)) for e in events) < limit + note + 1_000
+        for session_id in ("n1", "n2"):
+            results = _results(await idle(alice, session_id))
+            assert len(results) == 1 and limit < len(results[0]["output"]) <= limit + note
+
+        user = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "tz"}]}
+        chunks: list[dict[str, Any]] = []
+        first = await alice.post("/api/chat", json={"id": "c1", "messages": [user]})
+        assert first.status_code == 200, first.text
+        call = {"type": "tool-browser_time_zone", "toolCallId": "call_1", "input": {}}
+        errored = {
+            "id": "a1",
+            "role": "assistant",
+            "parts": [{**call, "state": "output-error", "errorText": huge}],
+        }
+        resumed = await alice.post("/api/chat", json={"id": "c1", "messages": [user, errored]})
+        assert resumed.status_code == 200, resumed.text
+        chunks += _data_chunks(resumed.text)
+
+        refund_user = {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "refund A3"}]}
+        first = await alice.post("/api/chat", json={"id": "c2", "messages": [refund_user]})
+        assert first.status_code == 200, first.text
+        refusal = {"id": "call_1", "approved": False, "reason": huge}
+        denied = {
+            "id": "a2",
+            "role": "assistant",
+            "parts": [
+                {
+                    "type": "tool-refund",
+                    "toolCallId": "call_1",
+                    "input": {"order": "A3"},
+                    "state": "approval-responded",
+                    "approval": refusal,
+                }
+            ],
+        }
+        resumed = await alice.post("/api/chat", json={"id": "c2", "messages": [refund_user, denied]})
+        assert resumed.status_code == 200, resumed.text
+        chunks += _data_chunks(resumed.text)
+        assert any(c["type"] == "tool-output-error" for c in chunks)
+        assert max(len(json.dumps(c)) for c in chunks) < limit + note + 1_000
+        for session_id in ("c1", "c2"):
+            results = _results(await idle(alice, session_id))
+            assert len(results) == 1 and limit < len(results[0]["output"]) <= limit + note
+
+    sent = _tool_results_sent(record)
+    assert len(sent) == 4
+    assert all(limit < len(output) <= limit + note for output in sent)
+    with sqlite3.connect(tmp_path / "server.db") as db:
+        kept = db.execute("SELECT session_id, output FROM toolwire_tool_calls ORDER BY session_id").fetchall()
+    assert [(s, len(json.loads(o))) for s, o in kept] == [
+        ("c1", 300_000),
+        ("c2", len("Tool call denied by the user: ") + 300_000),
+        ("n1", len("Tool call denied by the user: ") + 300_000),
+        ("n2", 300_000),
+    ]
+
+
+def _data_chunks(raw: str) -> list[dict[str, Any]]:
+    return [json.loads(line[6:]) for line in raw.splitlines() if line.startswith("data: {")]

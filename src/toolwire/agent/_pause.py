@@ -321,6 +321,9 @@ def _match_answers(
 
 
 def _answer(plan: Plan, call: ToolCallPart, kind: str, value: Any, max_output_chars: int) -> None:
+    """Settle one answered call. Text a person or a client wrote (a denial reason, a client tool's failure)
+    is cut for the model and the events like any tool output, and kept whole in the row only: it is
+    re-sent with every later request, so an uncut one would cost on every turn from then on."""
     call_id = call.tool_call_id
     if kind == "approval":
         if value is True:
@@ -328,11 +331,15 @@ def _answer(plan: Plan, call: ToolCallPart, kind: str, value: Any, max_output_ch
             plan.resolutions[call_id] = ("approved", None)
             return
         reason = value.reason if isinstance(value, Denied) else ""
-        plan.settled.append(_settled(call, "denied", denied_output(reason), is_error=True))
-        plan.resolutions[call_id] = ("denied", reason or None)
+        full = denied_output(reason)
+        plan.settled.append(
+            _settled(call, "denied", full, is_error=True, shown=truncate_output(full, max_output_chars))
+        )
+        plan.resolutions[call_id] = ("denied", _cut(reason, max_output_chars) or None)
     elif isinstance(value, ToolFailed):
-        plan.settled.append(_settled(call, "error", value.message, is_error=True))
-        plan.resolutions[call_id] = ("failed", value.message)
+        shown = truncate_output(value.message, max_output_chars)
+        plan.settled.append(_settled(call, "error", value.message, is_error=True, shown=shown))
+        plan.resolutions[call_id] = ("failed", _cut(value.message, max_output_chars))
     else:
         full, is_error = jsonable_output(value)
         shown = truncate_output(full, max_output_chars)
@@ -340,6 +347,12 @@ def _answer(plan: Plan, call: ToolCallPart, kind: str, value: Any, max_output_ch
             _settled(call, "error" if is_error else "ok", full, is_error=is_error, shown=shown)
         )
         plan.resolutions[call_id] = ("output", None)
+
+
+def _cut(text: str, max_chars: int) -> str:
+    """A person's or client's text as the ``tool-call-resolved`` event carries it: cut like tool output."""
+    cut = truncate_output(text, max_chars)
+    return cut if isinstance(cut, str) else text
 
 
 def unanswered(call: ToolCallPart) -> ToolOutcome:
