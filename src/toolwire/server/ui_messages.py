@@ -65,6 +65,8 @@ def ui_messages_to_history(ui_messages: Any, *, session_id: str | None = None) -
         if not isinstance(parts, list):
             raise RequestError(f"messages[{index}].parts must be an array")
         message_id = raw.get("id") if isinstance(raw.get("id"), str) and raw.get("id") else None
+        if message_id is not None and "\x00" in message_id:  # stored as text: PostgreSQL cannot hold it
+            raise RequestError(f"messages[{index}].id must not contain U+0000")
         where = f"messages[{index}]"
         if role == "assistant":
             history.extend(_assistant(parts, message_id, session_id, where))
