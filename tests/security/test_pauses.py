@@ -307,3 +307,70 @@ async def test_answer_text_is_cut_like_any_tool_output(tmp_path: Path) -> None:
 
 def _data_chunks(raw: str) -> list[dict[str, Any]]:
     return [json.loads(line[6:]) for line in raw.splitlines() if line.startswith("data: {")]
+
+
+def _refunds(record: Path) -> list[str]:
+    lines = [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
+    return [entry["order"] for entry in lines if entry.get("tool") == "refund"]
+
+
+async def test_an_answer_is_bound_to_the_call_it_was_shown_for(tmp_path: Path) -> None:
+    """The model reuses ``call_1`` in the next turn: a stale tab's approval of ``refund("first")`` must not
+    run ``refund("second")``. Native answers bound with ``message_ids`` (the ``awaiting`` list's message
+    id) and AI SDK answers (whose parts show the call's name and input) for another call are a 409 that runs
+    nothing; the right binding runs the call once; an unbound id still answers an unambiguous call."""
+    record = tmp_path / "record.jsonl"
+    async with serve(tmp_path, env={"TW_RECORD": str(record)}) as server, server.client(ALICE) as alice:
+        first = (await _pause(alice, "e1", "refund first"))["awaiting"]
+        events = await _turn(alice, "e1", {"text": "refund second"})  # closes call_1, makes call_1 again
+        assert events[-1]["status"] == "paused"
+        second = (await idle(alice, "e1"))["awaiting"]
+        assert [a["tool_call_id"] for a in first] == [a["tool_call_id"] for a in second] == ["call_1"]
+        assert first[0]["message_id"] != second[0]["message_id"]
+        assert second[0]["args"] == {"order": "second"}
+
+        stale = {"approvals": {"call_1": True}, "message_ids": {"call_1": first[0]["message_id"]}}
+        refused = await alice.post("/api/sessions/e1/messages", json=stale)
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["error"] == {
+            "type": "not_awaited",
+            "message": refused.json()["error"]["message"],
+            "tool_call_ids": ["call_1"],
+        }
+        bad = await alice.post("/api/sessions/e1/messages", json={**stale, "message_ids": ["x"]})
+        assert bad.status_code == 400
+        assert (await idle(alice, "e1"))["awaiting"] == second and _refunds(record) == []
+
+        bound = {"approvals": {"call_1": True}, "message_ids": {"call_1": second[0]["message_id"]}}
+        events = await _turn(alice, "e1", bound)
+        assert [(e["status"], e["output"]) for e in events if e["type"] == "tool-call-complete"] == [
+            ("ok", "refunded second")
+        ]
+        assert _refunds(record) == ["second"]
+        # an old client sending the id alone: taken while it names one awaited call
+        await _pause(alice, "e2", "refund third")
+        await _turn(alice, "e2", {"approvals": {"call_1": True}})
+        assert _refunds(record) == ["second", "third"]
+
+        # AI SDK: the re-submitted part shows the call it answers; another call's input is refused.
+        user = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "refund fourth"}]}
+        assert (await alice.post("/api/chat", json={"id": "c1", "messages": [user]})).status_code == 200
+
+        def approved(order: str) -> dict[str, Any]:
+            part = {
+                "type": "tool-refund",
+                "toolCallId": "call_1",
+                "input": {"order": order},
+                "state": "approval-responded",
+                "approval": {"id": "call_1", "approved": True},
+            }
+            return {"id": "a1", "role": "assistant", "parts": [part]}
+
+        stale_tab = await alice.post("/api/chat", json={"id": "c1", "messages": [user, approved("first")]})
+        assert stale_tab.status_code == 409, stale_tab.text
+        assert stale_tab.json()["error"]["tool_call_ids"] == ["call_1"]
+        assert _refunds(record) == ["second", "third"]
+        answered = await alice.post("/api/chat", json={"id": "c1", "messages": [user, approved("fourth")]})
+        assert answered.status_code == 200, answered.text
+        await idle(alice, "c1")
+        assert _refunds(record) == ["second", "third", "fourth"]
