@@ -95,6 +95,12 @@ def _clean_already(value: Any) -> bool:
     return True
 
 
+def without_nul(text: str) -> str:
+    """``text`` with U+0000 shown as U+FFFD, for the few texts a store keeps outside JSON (a title): a
+    PostgreSQL ``text`` column cannot hold U+0000 (SQLite can), and both stores must answer alike."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
 def truncate_output(output: Any, max_chars: int) -> Any:
     """The one truncation rule for tool output shown to a model (live results and repaired ones alike).
 

@@ -665,3 +665,23 @@ async def test_an_approved_call_is_pending_while_it_runs_so_a_crash_makes_it_int
     await agent.run("go", session_id="s")
     await agent.run(session_id="s", approvals={"c2": True})
     assert seen == ["pending"]  # not awaiting_approval: a crash now is an interrupted call, never asked twice
+
+
+async def test_an_answer_bound_to_the_call_it_was_shown_for_refuses_a_reused_id() -> None:
+    """``approvals={call.shown: True}`` binds the approval to the call's message: after the model reused the
+    id for another call (a new turn, an edit), it is a ``ResumeError`` that writes and runs nothing."""
+    RAN.clear()
+    scripted = ScriptedModel(
+        [[call("c9", "refund", order="first")], [call("c9", "refund", order="second")], [TextPart(text="ok")]]
+    )
+    store = MemoryStore()
+    agent = Agent(scripted, tools=[refund], store=store)
+    (shown,) = (await agent.run("Refund first", session_id="s")).pending
+    (now,) = (await agent.run("Refund second instead", session_id="s")).pending
+    assert (shown.tool_call_id, now.tool_call_id) == ("c9", "c9") and shown.message_id != now.message_id
+    with pytest.raises(ResumeError) as refused:
+        await agent.run(session_id="s", approvals={shown.shown: True})
+    assert refused.value.tool_call_ids == ["c9"] and "another one" in str(refused.value)
+    assert RAN == [] and await agent.pending("s") == [now]
+    result = await agent.run(session_id="s", approvals={now.shown: True})
+    assert result.status == "completed" and RAN == ["refund second"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -17,8 +18,8 @@ class RefusingProvider:
     authorizations: list[str] = field(default_factory=list)
 
 
-@pytest.fixture
-def refusing_provider() -> Iterator[RefusingProvider]:
+@contextmanager
+def refusing_server() -> Iterator[RefusingProvider]:
     """An OpenAI-compatible server that refuses every request with 401 (bad credentials)."""
     provider = RefusingProvider(base_url="")
 
@@ -47,3 +48,10 @@ def refusing_provider() -> Iterator[RefusingProvider]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def refusing_provider() -> Iterator[RefusingProvider]:
+    """An OpenAI-compatible server that refuses every request with 401 (bad credentials)."""
+    with refusing_server() as provider:
+        yield provider

@@ -22,7 +22,9 @@ T = TypeVar("T")
 
 def command_env(**extra: str) -> dict[str, str]:
     """The environment of a command under test: wide, colourless, the repository importable (test agents)."""
-    env = dict(os.environ, COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO), **extra)
+    # The tree under test first (its ``src`` too): an installed toolwire must not stand in for it.
+    path = os.pathsep.join((str(REPO), str(REPO / "src")))
+    env = dict(os.environ, COLUMNS="200", NO_COLOR="1", PYTHONPATH=path, **extra)
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
         if name not in extra:
             env.pop(name, None)

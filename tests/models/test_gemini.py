@@ -153,7 +153,8 @@ def _check_response(
     assert (finish.reason, finish.raw_reason) == (golden["finish"], recorded.finish)
     thoughts = recorded.usage.get("thoughtsTokenCount", 0)
     assert finish.usage == Usage(
-        input_tokens=recorded.usage.get("promptTokenCount", 0),
+        input_tokens=recorded.usage.get("promptTokenCount", 0)
+        + recorded.usage.get("toolUsePromptTokenCount", 0),
         output_tokens=recorded.usage.get("candidatesTokenCount", 0) + thoughts,
         reasoning_tokens=thoughts,
         cache_read_tokens=recorded.usage.get("cachedContentTokenCount", 0),
@@ -998,3 +999,33 @@ async def test_code_execution_is_provider_executed_and_replayed() -> None:
         {"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": "1024\n"}},
         {"text": "2**10 is 1024."},
     ]
+
+
+async def test_tool_use_prompt_tokens_count_as_input() -> None:
+    """``toolUsePromptTokenCount`` (a built-in tool's results placed in the prompt) is billed as input and
+    is outside ``promptTokenCount``: input plus output must be ``totalTokenCount``, and the cost follows.
+    The numbers are the documented response of vercel/ai's "should preserve complete raw usage metadata"
+    (``packages/google/src/google-language-model.test.ts``): 12 + 65 + 71 + 89 = 237."""
+    usage_metadata = {
+        "promptTokenCount": 12,
+        "cachedContentTokenCount": 4,
+        "candidatesTokenCount": 71,
+        "toolUsePromptTokenCount": 65,
+        "thoughtsTokenCount": 89,
+        "totalTokenCount": 237,
+    }
+    body = {
+        "candidates": [{"content": {"role": "model", "parts": [{"text": "Hi"}]}, "finishReason": "STOP"}],
+        "usageMetadata": usage_metadata,
+        "modelVersion": "gemini-2.5-flash",
+    }
+    interaction = Interaction(
+        "POST", "", None, 200, {"content-type": "application/json"}, json.dumps(body).encode()
+    )
+    cassette = Cassette(Path("usage"), [interaction])
+    model = GeminiModel("gemini-2.5-flash", api_key="k", http_client=cassette.client(), stream=False)
+    response = await collect(model, ModelRequest(messages=[Message.user("x")]))
+    assert response.usage == Usage(
+        input_tokens=77, output_tokens=160, reasoning_tokens=89, cache_read_tokens=4, requests=1
+    )
+    assert response.usage.total_tokens == usage_metadata["totalTokenCount"]

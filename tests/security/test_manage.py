@@ -120,3 +120,30 @@ async def test_every_watcher_sees_a_cancelled_turn_end(tmp_path: Path) -> None:
         assert end["seq"] > max(e["seq"] for e in seen[:-1])
         completes = [e for e in seen if e["type"] == "tool-call-complete"]
         assert [c["status"] for c in completes] == ["cancelled"]
+
+
+async def test_u0000_is_answered_alike_on_sqlite_and_postgresql(tmp_path: Path, store_url: str) -> None:
+    """PostgreSQL text cannot hold U+0000 (SQLite can): a first prompt holding one is stored and answered
+    as written, its title shows U+FFFD instead; a title or a UI message id holding one is a 400 at the
+    door. Both stores answer the same."""
+    async with serve(tmp_path, store_url=store_url) as server, server.client(ALICE) as alice:
+        posted = await alice.post("/api/sessions/nul/messages", json={"text": "secret a\u0000b"})
+        assert posted.status_code == 202, posted.text
+        done = await _finish(alice, "nul")
+        assert [m["role"] for m in done["messages"]] == ["user", "assistant"]
+        assert done["messages"][0]["parts"][0]["text"] == "secret a\u0000b"  # the prompt round-trips
+        assert done["messages"][-1]["parts"][0]["text"] == "a\u0000b"
+        assert (await _titles(alice))["nul"] == "secret a\ufffdb"
+
+        renamed = await alice.patch("/api/sessions/nul", json={"title": "x\u0000y"})
+        assert renamed.status_code == 400, renamed.text
+        assert renamed.json()["error"]["type"] == "bad_request"
+        assert (await _titles(alice))["nul"] == "secret a\ufffdb"
+
+        user = {"id": "u\u00001", "role": "user", "parts": [{"type": "text", "text": "secret one"}]}
+        answer = {"id": "a1", "role": "assistant", "parts": [{"type": "text", "text": "one"}]}
+        follow = {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "secret two"}]}
+        imported = await alice.post("/api/chat", json={"id": "imp", "messages": [user, answer, follow]})
+        assert imported.status_code == 400, imported.text
+        assert (await alice.get("/api/sessions/imp/messages")).status_code == 404  # nothing written
+        assert "Traceback" not in server.log_text()

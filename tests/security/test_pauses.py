@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -212,3 +213,164 @@ async def test_answers_over_the_websocket(tmp_path: Path) -> None:
         assert {"type": "accepted", "session_id": "w1"} in seen
         assert seen[-1]["status"] == "completed"
         assert _text(await idle(alice, "w1")) == "answered: UTC signed=True"
+
+
+def _tool_results_sent(record: Path) -> list[Any]:
+    """Every tool result output the model was sent (``TW_RECORD``)."""
+    sent = [json.loads(line) for line in record.read_text().splitlines()]
+    return [
+        part["output"]
+        for entry in sent
+        if "model" in entry
+        for message in entry["model"]
+        if message["role"] == "tool"
+        for part in message["parts"]
+    ]
+
+
+async def test_answer_text_is_cut_like_any_tool_output(tmp_path: Path) -> None:
+    """A denial reason and a client tool's failure, 300,000 characters each, over the native API and the AI
+    SDK (``output-error``, an approval's ``reason``): the model, the events and the stored messages get
+    them cut to ``max_tool_output_chars`` (2,000 here) like any tool output; the row keeps them whole."""
+    record = tmp_path / "record.jsonl"
+    huge = "z" * 300_000
+    limit = 2_000
+    note = len(
+        "\n[output truncated: showing 2,000 of 300,040 characters; the full output is kept in the session store]"
+    )
+    async with (
+        serve(tmp_path, env={"TW_RECORD": str(record), "TW_MAX_OUTPUT": str(limit)}) as server,
+        server.client(ALICE) as alice,
+    ):
+        await _pause(alice, "n1", "refund A1")
+        events = await _turn(alice, "n1", {"approvals": {"call_1": {"denied": huge}}})
+        await _pause(alice, "n2", "tz")
+        events += await _turn(alice, "n2", {"tool_outputs": {"call_1": {"failed": huge}}})
+        assert {e["type"] for e in events} >= {"tool-call-resolved", "tool-call-complete"}
+        assert max(len(json.dumps(e)) for e in events) < limit + note + 1_000
+        for session_id in ("n1", "n2"):
+            results = _results(await idle(alice, session_id))
+            assert len(results) == 1 and limit < len(results[0]["output"]) <= limit + note
+
+        user = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "tz"}]}
+        chunks: list[dict[str, Any]] = []
+        first = await alice.post("/api/chat", json={"id": "c1", "messages": [user]})
+        assert first.status_code == 200, first.text
+        call = {"type": "tool-browser_time_zone", "toolCallId": "call_1", "input": {}}
+        errored = {
+            "id": "a1",
+            "role": "assistant",
+            "parts": [{**call, "state": "output-error", "errorText": huge}],
+        }
+        resumed = await alice.post("/api/chat", json={"id": "c1", "messages": [user, errored]})
+        assert resumed.status_code == 200, resumed.text
+        chunks += _data_chunks(resumed.text)
+
+        refund_user = {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "refund A3"}]}
+        first = await alice.post("/api/chat", json={"id": "c2", "messages": [refund_user]})
+        assert first.status_code == 200, first.text
+        refusal = {"id": "call_1", "approved": False, "reason": huge}
+        denied = {
+            "id": "a2",
+            "role": "assistant",
+            "parts": [
+                {
+                    "type": "tool-refund",
+                    "toolCallId": "call_1",
+                    "input": {"order": "A3"},
+                    "state": "approval-responded",
+                    "approval": refusal,
+                }
+            ],
+        }
+        resumed = await alice.post("/api/chat", json={"id": "c2", "messages": [refund_user, denied]})
+        assert resumed.status_code == 200, resumed.text
+        chunks += _data_chunks(resumed.text)
+        assert any(c["type"] == "tool-output-error" for c in chunks)
+        assert max(len(json.dumps(c)) for c in chunks) < limit + note + 1_000
+        for session_id in ("c1", "c2"):
+            results = _results(await idle(alice, session_id))
+            assert len(results) == 1 and limit < len(results[0]["output"]) <= limit + note
+
+    sent = _tool_results_sent(record)
+    assert len(sent) == 4
+    assert all(limit < len(output) <= limit + note for output in sent)
+    with sqlite3.connect(tmp_path / "server.db") as db:
+        kept = db.execute("SELECT session_id, output FROM toolwire_tool_calls ORDER BY session_id").fetchall()
+    assert [(s, len(json.loads(o))) for s, o in kept] == [
+        ("c1", 300_000),
+        ("c2", len("Tool call denied by the user: ") + 300_000),
+        ("n1", len("Tool call denied by the user: ") + 300_000),
+        ("n2", 300_000),
+    ]
+
+
+def _data_chunks(raw: str) -> list[dict[str, Any]]:
+    return [json.loads(line[6:]) for line in raw.splitlines() if line.startswith("data: {")]
+
+
+def _refunds(record: Path) -> list[str]:
+    lines = [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
+    return [entry["order"] for entry in lines if entry.get("tool") == "refund"]
+
+
+async def test_an_answer_is_bound_to_the_call_it_was_shown_for(tmp_path: Path) -> None:
+    """The model reuses ``call_1`` in the next turn: a stale tab's approval of ``refund("first")`` must not
+    run ``refund("second")``. Native answers bound with ``message_ids`` (the ``awaiting`` list's message
+    id) and AI SDK answers (whose parts show the call's name and input) for another call are a 409 that runs
+    nothing; the right binding runs the call once; an unbound id still answers an unambiguous call."""
+    record = tmp_path / "record.jsonl"
+    async with serve(tmp_path, env={"TW_RECORD": str(record)}) as server, server.client(ALICE) as alice:
+        first = (await _pause(alice, "e1", "refund first"))["awaiting"]
+        events = await _turn(alice, "e1", {"text": "refund second"})  # closes call_1, makes call_1 again
+        assert events[-1]["status"] == "paused"
+        second = (await idle(alice, "e1"))["awaiting"]
+        assert [a["tool_call_id"] for a in first] == [a["tool_call_id"] for a in second] == ["call_1"]
+        assert first[0]["message_id"] != second[0]["message_id"]
+        assert second[0]["args"] == {"order": "second"}
+
+        stale = {"approvals": {"call_1": True}, "message_ids": {"call_1": first[0]["message_id"]}}
+        refused = await alice.post("/api/sessions/e1/messages", json=stale)
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["error"] == {
+            "type": "not_awaited",
+            "message": refused.json()["error"]["message"],
+            "tool_call_ids": ["call_1"],
+        }
+        bad = await alice.post("/api/sessions/e1/messages", json={**stale, "message_ids": ["x"]})
+        assert bad.status_code == 400
+        assert (await idle(alice, "e1"))["awaiting"] == second and _refunds(record) == []
+
+        bound = {"approvals": {"call_1": True}, "message_ids": {"call_1": second[0]["message_id"]}}
+        events = await _turn(alice, "e1", bound)
+        assert [(e["status"], e["output"]) for e in events if e["type"] == "tool-call-complete"] == [
+            ("ok", "refunded second")
+        ]
+        assert _refunds(record) == ["second"]
+        # an old client sending the id alone: taken while it names one awaited call
+        await _pause(alice, "e2", "refund third")
+        await _turn(alice, "e2", {"approvals": {"call_1": True}})
+        assert _refunds(record) == ["second", "third"]
+
+        # AI SDK: the re-submitted part shows the call it answers; another call's input is refused.
+        user = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "refund fourth"}]}
+        assert (await alice.post("/api/chat", json={"id": "c1", "messages": [user]})).status_code == 200
+
+        def approved(order: str) -> dict[str, Any]:
+            part = {
+                "type": "tool-refund",
+                "toolCallId": "call_1",
+                "input": {"order": order},
+                "state": "approval-responded",
+                "approval": {"id": "call_1", "approved": True},
+            }
+            return {"id": "a1", "role": "assistant", "parts": [part]}
+
+        stale_tab = await alice.post("/api/chat", json={"id": "c1", "messages": [user, approved("first")]})
+        assert stale_tab.status_code == 409, stale_tab.text
+        assert stale_tab.json()["error"]["tool_call_ids"] == ["call_1"]
+        assert _refunds(record) == ["second", "third"]
+        answered = await alice.post("/api/chat", json={"id": "c1", "messages": [user, approved("fourth")]})
+        assert answered.status_code == 200, answered.text
+        await idle(alice, "c1")
+        assert _refunds(record) == ["second", "third", "fourth"]

@@ -29,7 +29,15 @@ from typing import Any
 
 from toolwire._text import truncate_output
 from toolwire.agent.history import UNANSWERED_OUTPUT, denied_output
-from toolwire.agent.pending import Approval, DecisionKey, Denied, PendingCall, Resume, ToolFailed
+from toolwire.agent.pending import (
+    Approval,
+    DecisionKey,
+    Denied,
+    PendingCall,
+    Resume,
+    ShownCall,
+    ToolFailed,
+)
 from toolwire.errors import ResumeError, ToolArgumentsError
 from toolwire.events import AwaitingKind, Resolution, ToolCallStatus
 from toolwire.messages import Message, ToolCallPart, ToolResultPart
@@ -285,14 +293,11 @@ def _match_answers(
     bad: list[str] = []
     for kind, given in (("approval", approvals), ("output", tool_outputs)):
         for key, value in given.items():
-            found = [
-                (p, row)
-                for p, row in index
-                if (p.key == key if isinstance(key, tuple) else p.tool_call_id == key)
-            ]
-            name = key if isinstance(key, str) else f"{key[1]} (session {key[0]})"
+            found = [(p, row) for p, row in index if _names(key, p)]
+            call_id, session = _parts(key)
+            name = call_id if session is None else f"{call_id} (session {session})"
             if len(found) != 1:
-                bad.append(key if isinstance(key, str) else key[1])
+                bad.append(call_id)
                 problems.append(
                     f"{name} is not awaiting an answer"
                     if not found
@@ -300,6 +305,14 @@ def _match_answers(
                 )
                 continue
             ((pending, row),) = found
+            if isinstance(key, ShownCall) and key.message_id != pending.message_id:
+                # The id was reused by another call (the conversation was edited since it was shown).
+                bad.append(call_id)
+                problems.append(
+                    f"{name} was answered as the call of message {key.message_id}, but the call awaiting "
+                    f"an answer under that id is another one (message {pending.message_id}): reload it"
+                )
+                continue
             if pending.kind != kind:
                 bad.append(pending.tool_call_id)
                 problems.append(
@@ -320,7 +333,24 @@ def _match_answers(
     return grouped
 
 
+def _parts(key: DecisionKey) -> tuple[str, str | None]:
+    """``(tool_call_id, session_id or None)`` of an answer's key."""
+    if isinstance(key, ShownCall):
+        return key.tool_call_id, key.session_id
+    if isinstance(key, tuple):
+        return key[1], key[0]
+    return key, None
+
+
+def _names(key: DecisionKey, pending: PendingCall) -> bool:
+    call_id, session = _parts(key)
+    return pending.tool_call_id == call_id and (session is None or pending.session_id == session)
+
+
 def _answer(plan: Plan, call: ToolCallPart, kind: str, value: Any, max_output_chars: int) -> None:
+    """Settle one answered call. Text a person or a client wrote (a denial reason, a client tool's failure)
+    is cut for the model and the events like any tool output, and kept whole in the row only: it is
+    re-sent with every later request, so an uncut one would cost on every turn from then on."""
     call_id = call.tool_call_id
     if kind == "approval":
         if value is True:
@@ -328,11 +358,15 @@ def _answer(plan: Plan, call: ToolCallPart, kind: str, value: Any, max_output_ch
             plan.resolutions[call_id] = ("approved", None)
             return
         reason = value.reason if isinstance(value, Denied) else ""
-        plan.settled.append(_settled(call, "denied", denied_output(reason), is_error=True))
-        plan.resolutions[call_id] = ("denied", reason or None)
+        full = denied_output(reason)
+        plan.settled.append(
+            _settled(call, "denied", full, is_error=True, shown=truncate_output(full, max_output_chars))
+        )
+        plan.resolutions[call_id] = ("denied", _cut(reason, max_output_chars) or None)
     elif isinstance(value, ToolFailed):
-        plan.settled.append(_settled(call, "error", value.message, is_error=True))
-        plan.resolutions[call_id] = ("failed", value.message)
+        shown = truncate_output(value.message, max_output_chars)
+        plan.settled.append(_settled(call, "error", value.message, is_error=True, shown=shown))
+        plan.resolutions[call_id] = ("failed", _cut(value.message, max_output_chars))
     else:
         full, is_error = jsonable_output(value)
         shown = truncate_output(full, max_output_chars)
@@ -340,6 +374,12 @@ def _answer(plan: Plan, call: ToolCallPart, kind: str, value: Any, max_output_ch
             _settled(call, "error" if is_error else "ok", full, is_error=is_error, shown=shown)
         )
         plan.resolutions[call_id] = ("output", None)
+
+
+def _cut(text: str, max_chars: int) -> str:
+    """A person's or client's text as the ``tool-call-resolved`` event carries it: cut like tool output."""
+    cut = truncate_output(text, max_chars)
+    return cut if isinstance(cut, str) else text
 
 
 def unanswered(call: ToolCallPart) -> ToolOutcome:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from toolwire._text import without_nul
 from toolwire.agent._takeover import TAKEOVER_RUN
 from toolwire.agent.history import CANCELLED_OUTPUT
 from toolwire.errors import SessionBusyError
@@ -463,7 +464,7 @@ class StepRecorder:
 def title_from(text: str, limit: int = 60) -> str:
     """A conversation title from its first prompt: whitespace collapsed; a longer one is cut at a word in
     its second half, never after a comma (the page's rule, ``static/app.js`` ``shorten``)."""
-    words = " ".join(text.split())
+    words = without_nul(" ".join(text.split()))  # the prompt keeps its U+0000; a title cannot (PostgreSQL)
     if len(words) <= limit:
         return words
     cut = words[: limit - 1]

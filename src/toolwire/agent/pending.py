@@ -12,7 +12,9 @@ come with the next run of the session, from any process::
         result = await agent.run(session_id="s1", approvals={call.tool_call_id: True})
 
 A decision is keyed by the call's ``tool_call_id``, or by ``(session_id, tool_call_id)`` when the id alone is
-ambiguous (a sub-agent may reuse its caller's ids).
+ambiguous (a sub-agent may reuse its caller's ids), or bound to the call a person was shown with
+:attr:`PendingCall.shown` (a :class:`ShownCall`): a model may reuse a call id after the conversation was
+edited, and a bound answer to the old call is then refused (``ResumeError``) instead of approving the new one.
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ class PendingCall:
     def key(self) -> tuple[str, str]:
         """``(session_id, tool_call_id)``: unambiguous across a session and its sub-agents."""
         return (self.session_id, self.tool_call_id)
+
+    @property
+    def shown(self) -> ShownCall:
+        """The key of an answer bound to this very call (its assistant message), not only to its id."""
+        return ShownCall(self.tool_call_id, message_id=self.message_id, session_id=self.session_id)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,10 +88,21 @@ class ToolFailed:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class ShownCall:
+    """An answer's key bound to the call it was shown for: the call id and the assistant message that made
+    it. Refused (``ResumeError``) when the awaited call with that id was made by another message."""
+
+    tool_call_id: str
+    message_id: str
+    session_id: str | None = None
+    """``None``: the id names one awaited call of the session tree."""
+
+
 Approval: TypeAlias = bool | Denied
 """An answer to a call awaiting approval: ``True`` runs it, ``False`` or :class:`Denied` refuses it."""
-DecisionKey: TypeAlias = str | tuple[str, str]
-"""A call's ``tool_call_id``, or ``(session_id, tool_call_id)``."""
+DecisionKey: TypeAlias = str | tuple[str, str] | ShownCall
+"""A call's ``tool_call_id``, ``(session_id, tool_call_id)``, or a :class:`ShownCall` bound to the call."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,7 +2,7 @@
 
 Only the argument parser is built at import; each command imports what it needs when it runs, so
 ``toolwire --help`` stays fast. The command owns the process's logging (``--log-level``) and reads a
-``.env`` file of the current directory for provider keys (variables already set win).
+``.env`` file of the current directory for provider keys, and nothing else (variables already set win).
 """
 
 from __future__ import annotations
@@ -48,13 +48,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+# Read from ``./.env`` beside the key variables ``toolwire models`` lists: the rest of an AWS access key.
+_KEY_COMPANIONS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+
+
 def _load_env_file(path: Path) -> None:
-    """Provider keys from a ``.env`` file; a variable already set in the environment is never replaced."""
+    """Provider keys from a ``.env`` file; a variable already set in the environment is never replaced.
+
+    Only the key variables ``toolwire models`` lists are read. A ``.env`` sits in whatever directory the
+    command runs in (a cloned repository, a download): anything else in it could add a bearer token
+    ``serve`` accepts (``TOOLWIRE_TOKENS``), route every request through a proxy (``HTTPS_PROXY``) or
+    point a provider at another host, so it is ignored, with a warning naming it.
+    """
     if not path.is_file():
         return
-    from dotenv import load_dotenv
+    import os
 
-    load_dotenv(path, override=False)
+    from dotenv import dotenv_values
+
+    from toolwire.cli._models import rows
+
+    keys = {name for row in rows() for name in row.key_variables} | set(_KEY_COMPANIONS)
+    ignored: list[str] = []
+    for name, value in dotenv_values(path).items():
+        if name not in keys:
+            ignored.append(name)
+        elif value is not None and name not in os.environ:
+            os.environ[name] = value
+    if ignored:
+        logging.getLogger("toolwire.cli").warning(
+            "%s: ignored %s (only provider keys are read from it: see `toolwire models`)",
+            path,
+            ", ".join(sorted(ignored)),
+        )
 
 
 def _configure_logging(level: str | None, command: str) -> None:

@@ -49,6 +49,11 @@ OPENAI_RESPONSES: RoundTrip = {
 """Responses: item ids and types, encrypted reasoning, reasoning given as text rather than summary
 (``content_type``), message phase and annotations, an MCP call's server label."""
 
+OPENAI_RESPONSES_FROM_MODEL: RoundTrip = {"openai": frozenset({"unknown_item_type"})}
+"""Responses: the type of an output item toolwire does not model (``tool_search_call``, ...), kept so the
+item goes back to Responses as received. Read back from history only: it is not in
+:data:`ROUND_TRIP_METADATA`, so metadata from a client can never name an item type."""
+
 ANTHROPIC: RoundTrip = {
     "anthropic": frozenset(
         {"type", "caller", "server_name", "content", "is_error", "citations", "container"}
@@ -120,6 +125,7 @@ __all__ = [
     "MAX_VALUE_BYTES",
     "OPENAI_CHAT",
     "OPENAI_RESPONSES",
+    "OPENAI_RESPONSES_FROM_MODEL",
     "ROUND_TRIP_METADATA",
     "RoundTrip",
     "client_metadata_filter",

@@ -7,15 +7,16 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 
 from toolwire._text import clean_json
-from toolwire.agent.pending import Approval, DecisionKey, Denied, ToolFailed
+from toolwire.agent.pending import Approval, DecisionKey, Denied, ShownCall, ToolFailed
 from toolwire.server.errors import RequestError
 from toolwire.store.records import SessionInfo
 
+T = TypeVar("T")
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:~-]{0,199}")
 _CURSOR = re.compile(r"[0-9]{1,18}")  # ASCII digits only: str.isdigit() also accepts "²" and "١"
 
@@ -116,7 +117,9 @@ def check_prompt(text: Any, limits: Limits) -> str:
 
 def parse_answers(body: dict[str, Any]) -> tuple[dict[DecisionKey, Approval], dict[DecisionKey, Any]]:
     """``approvals`` / ``tool_outputs`` of a resume, keyed by ``tool_call_id``: an approval is ``true``,
-    ``false`` or ``{"denied": "reason"}``; an output is any JSON value, or ``{"failed": "message"}``."""
+    ``false`` or ``{"denied": "reason"}``; an output is any JSON value, or ``{"failed": "message"}``;
+    ``message_ids`` (``{tool_call_id: message_id}``, from ``awaiting`` / ``tool-call-awaiting``) binds an
+    answer to the call it was shown for."""
     approvals: dict[DecisionKey, Approval] = {}
     for key, value in _answer_map(body, "approvals").items():
         if isinstance(value, bool):
@@ -133,7 +136,23 @@ def parse_answers(body: dict[str, Any]) -> tuple[dict[DecisionKey, Approval], di
             outputs[key] = ToolFailed(value["failed"])
         else:
             outputs[key] = value
-    return approvals, outputs
+    return _bound(body, approvals), _bound(body, outputs)
+
+
+def _bound(body: dict[str, Any], answers: dict[DecisionKey, T]) -> dict[DecisionKey, T]:
+    """Answers keyed by a ``ShownCall`` where ``message_ids`` names the message each call was shown with:
+    a model may reuse an id after an edit, and an answer bound to the old call is then refused (409)."""
+    shown = body.get("message_ids")
+    if shown is None:
+        return answers
+    if not isinstance(shown, dict) or not all(
+        isinstance(v, str) and 0 < len(v) <= 200 for v in shown.values()
+    ):
+        raise RequestError("'message_ids' must be an object of tool_call_id: message_id")
+    return {
+        ShownCall(key, message_id=shown[key]) if isinstance(key, str) and key in shown else key: value
+        for key, value in answers.items()
+    }
 
 
 def _answer_map(body: dict[str, Any], name: str) -> dict[str, Any]:

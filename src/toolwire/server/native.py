@@ -183,6 +183,8 @@ class NativeEndpoints:
         title = body.get("title") if isinstance(body, dict) else None
         if not isinstance(title, str) or not " ".join(title.split()):
             raise RequestError("the body must be an object with a non-empty 'title'")
+        if "\x00" in title:  # no store keeps it alike (PostgreSQL text cannot): refused everywhere
+            raise RequestError("the title must not contain U+0000")
         await server.authorize(session_id, user)
         store = await server.store()
         await store.set_title(session_id, " ".join(title.split())[:200])

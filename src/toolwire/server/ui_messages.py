@@ -26,7 +26,8 @@ from typing import Any
 
 from toolwire._text import clean_text
 from toolwire.agent._pause import pending_from_rows
-from toolwire.agent.pending import Approval, DecisionKey, Denied, ToolFailed
+from toolwire.agent.pending import Approval, DecisionKey, Denied, PendingCall, ToolFailed
+from toolwire.errors import ResumeError
 from toolwire.messages import (
     FilePart,
     Message,
@@ -65,6 +66,8 @@ def ui_messages_to_history(ui_messages: Any, *, session_id: str | None = None) -
         if not isinstance(parts, list):
             raise RequestError(f"messages[{index}].parts must be an array")
         message_id = raw.get("id") if isinstance(raw.get("id"), str) and raw.get("id") else None
+        if message_id is not None and "\x00" in message_id:  # stored as text: PostgreSQL cannot hold it
+            raise RequestError(f"messages[{index}].id must not contain U+0000")
         where = f"messages[{index}]"
         if role == "assistant":
             history.extend(_assistant(parts, message_id, session_id, where))
@@ -182,12 +185,12 @@ def client_answers(
     """
     if not isinstance(message, dict) or not isinstance(message.get("parts"), list):
         raise RequestError("the last message has no parts")
-    kinds: dict[str, tuple[DecisionKey, str]] = {}
+    kinds: dict[str, tuple[DecisionKey, PendingCall]] = {}
     for pending in pending_from_rows(awaited, session_id):
         if pending.session_id == session_id:
-            kinds[pending.tool_call_id] = (pending.tool_call_id, pending.kind)
+            kinds[pending.tool_call_id] = (pending.tool_call_id, pending)
         else:
-            kinds[sub_call_id(*pending.key)] = (pending.key, pending.kind)
+            kinds[sub_call_id(*pending.key)] = (pending.key, pending)
     approvals: dict[DecisionKey, Approval] = {}
     outputs: dict[DecisionKey, Any] = {}
     for i, part in enumerate(message["parts"]):
@@ -200,7 +203,16 @@ def client_answers(
         if not isinstance(call_id, str) or call_id not in kinds:
             continue
         state = part.get("state")
-        key, awaits = kinds[call_id]
+        key, pending = kinds[call_id]
+        awaits = pending.kind
+        if state in ANSWERED_STATES and _shows_another_call(part, kind, pending):
+            # A stale tab answering a call whose id the model reused after an edit: the client's part
+            # shows the call it was answered for (name and input), bound to it like a native message id.
+            raise ResumeError(
+                f"{call_id} was answered as a call of {kind.removeprefix('tool-')} with other input than "
+                f"the call awaiting an answer under that id ({pending.tool_name}): reload the conversation",
+                tool_call_ids=[pending.tool_call_id],
+            )
         if awaits == "approval" and state == "approval-responded":
             approval = part.get("approval")
             approved = approval.get("approved") if isinstance(approval, dict) else None
@@ -214,6 +226,11 @@ def client_answers(
             error = part.get("errorText")
             outputs[key] = ToolFailed(error if isinstance(error, str) else "the client tool failed")
     return approvals, outputs
+
+
+def _shows_another_call(part: dict[str, Any], kind: str, pending: PendingCall) -> bool:
+    name = part.get("toolName") if kind == "dynamic-tool" else kind.removeprefix("tool-")
+    return name != pending.tool_name or part.get("input", {}) != pending.args
 
 
 def _is_sub_agent_call(part: dict[str, Any], session_id: str | None) -> bool:

@@ -87,12 +87,15 @@ def error_from_body(body: Json, *, model: str) -> ProviderProtocolError:
 
 def usage_from(metadata: dict[str, Any] | None) -> Usage:
     """``usageMetadata`` -> Usage. Thoughts are billed as output, so ``output_tokens`` includes them (as on
-    OpenAI and Anthropic); ``candidatesTokenCount`` alone excludes them."""
+    OpenAI and Anthropic); ``candidatesTokenCount`` alone excludes them. What a built-in tool (Google
+    Search, URL context) put in the prompt is ``toolUsePromptTokenCount``, outside ``promptTokenCount`` and
+    billed as input: it counts in ``input_tokens``, so input plus output is ``totalTokenCount``."""
     if not metadata:
         return Usage(requests=1)
     thoughts = int(metadata.get("thoughtsTokenCount") or 0)
+    tool_prompt = int(metadata.get("toolUsePromptTokenCount") or 0)
     return Usage(
-        input_tokens=int(metadata.get("promptTokenCount") or 0),
+        input_tokens=int(metadata.get("promptTokenCount") or 0) + tool_prompt,
         output_tokens=int(metadata.get("candidatesTokenCount") or 0) + thoughts,
         reasoning_tokens=thoughts,
         cache_read_tokens=int(metadata.get("cachedContentTokenCount") or 0),

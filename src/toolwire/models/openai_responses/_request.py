@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, assert_never
 from toolwire.errors import UnsupportedContentError
 from toolwire.messages import FilePart, Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from toolwire.models._http import Json
-from toolwire.models._metadata import OPENAI_RESPONSES
+from toolwire.models._metadata import OPENAI_RESPONSES, OPENAI_RESPONSES_FROM_MODEL
 from toolwire.models._openai_shared import (
     OpenAIHistory,
     as_dict,
@@ -29,6 +29,19 @@ PROVIDER_EXECUTED_ITEMS = frozenset(
     {"web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call", "mcp_call"}
 )
 """Output items of tools OpenAI runs itself."""
+
+MODELLED_ITEMS = PROVIDER_EXECUTED_ITEMS | {
+    "message",
+    "reasoning",
+    "function_call",
+    "function_call_output",
+    "mcp_list_tools",
+    "mcp_approval_request",
+    "mcp_approval_response",
+    "item_reference",
+}
+"""Item types toolwire reads or builds itself (or must never replay as received): any other output item is
+kept whole as a provider-executed call and sent back as it came (``unknown_item_type`` metadata)."""
 
 ROUND_TRIP_METADATA = OPENAI_RESPONSES
 """What the request builder reads back from history (declared in ``toolwire.models._metadata``)."""
@@ -240,6 +253,10 @@ def _round_trip(part: Part) -> dict[str, Any]:
     }
     if checked.get("item_type") not in PROVIDER_EXECUTED_ITEMS:
         checked.pop("item_type", None)
+    # An item the parser did not model, from history the model produced (clients cannot send this key).
+    unknown = openai_meta(part.provider_metadata, OPENAI_RESPONSES_FROM_MODEL).get("unknown_item_type")
+    if isinstance(unknown, str) and unknown and unknown not in MODELLED_ITEMS:
+        checked["item_type"] = unknown
     if checked.get("content_type") != "reasoning_text":
         checked.pop("content_type", None)
     annotations = own.get("annotations")
@@ -284,4 +301,4 @@ def _to_wire_tool_choice(choice: str) -> str | Json:
     return {"type": "function", "name": choice}
 
 
-__all__ = ["PROVIDER_EXECUTED_ITEMS", "ROUND_TRIP_METADATA", "build_body", "to_wire_input"]
+__all__ = ["MODELLED_ITEMS", "PROVIDER_EXECUTED_ITEMS", "ROUND_TRIP_METADATA", "build_body", "to_wire_input"]

@@ -9,15 +9,22 @@ becomes a ReasoningPart marked ``content_type: "reasoning_text"``, so it goes ba
 An ``mcp_call`` item (a tool of a remote MCP server, run by OpenAI) becomes a provider-executed call named as
 the MCP tool is, with its arguments (streamed by ``response.mcp_call_arguments.delta``) and its
 ``server_label`` in metadata, and a ToolResult holding its ``output``, or its ``error`` as an error result.
+
+An output item of a type toolwire does not model (``tool_search_call`` / ``tool_search_output`` when the API
+searches deferred tools, and whatever comes next) is not dropped: it becomes a provider-executed call named
+as its type, with the item minus its id and type as the result, and goes back to the Responses API as it
+came (``unknown_item_type`` metadata, never accepted from a client; other providers skip it like any other
+provider's executed call). The first item of each such type is logged as a warning.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from toolwire.messages import Usage
+from toolwire.messages import ProviderMetadata, Usage
 from toolwire.models._builder import (
     ToolArgsAccumulator,
     text_delta,
@@ -37,7 +44,9 @@ from toolwire.models.base import (
     ToolInputStart,
     ToolResult,
 )
-from toolwire.models.openai_responses._request import PROVIDER_EXECUTED_ITEMS
+from toolwire.models.openai_responses._request import MODELLED_ITEMS, PROVIDER_EXECUTED_ITEMS
+
+logger = logging.getLogger("toolwire.models")
 
 
 def events_from_response(body: Json, *, model: str) -> Iterator[Json | StreamError]:
@@ -146,9 +155,12 @@ class ResponsesParser:
                 tool_call_id=item_id, tool_name=state.name, provider_metadata=metadata, provider_executed=True
             )
             return [start, *self._arguments(state, item.get("arguments"))]
-        if item_type in PROVIDER_EXECUTED_ITEMS:
-            state.name = item_type.removesuffix("_call")
-            metadata = meta(item_id=item_id, item_type=item_type)
+        unknown = bool(item_type) and item_type not in MODELLED_ITEMS
+        if unknown:
+            _warn_unknown(item_type)
+        if item_type in PROVIDER_EXECUTED_ITEMS or unknown:
+            state.name = item_type.removesuffix("_call") if not unknown else item_type
+            metadata = _provider_item_meta(state)
             return [
                 ToolInputStart(
                     tool_call_id=item_id,
@@ -272,7 +284,9 @@ class ResponsesParser:
                         out += self._end_text(state, index, as_dict(part))
             case "mcp_call":
                 out += self._end_mcp_call(state, item)
-            case kind if kind in PROVIDER_EXECUTED_ITEMS:
+            case "reasoning" | "message":
+                pass
+            case kind if kind in PROVIDER_EXECUTED_ITEMS or kind not in MODELLED_ITEMS:
                 out += self._end_provider_call(state, item)
             case _:
                 pass
@@ -338,7 +352,7 @@ class ResponsesParser:
 
     def _end_provider_call(self, state: _Item, item: Json) -> list[ModelStreamPart]:
         args, output = _split_provider_item(item)
-        metadata = meta(item_id=state.id, item_type=state.type)
+        metadata = _provider_item_meta(state)
         inputs = whole_tool_input(
             state.id, state.name, args, provider_metadata=metadata, provider_executed=True
         )
@@ -384,6 +398,27 @@ class ResponsesParser:
     def _error(self, event: Json) -> list[ModelStreamPart]:
         self.done = True
         return [error_event(event, model=self.model)]
+
+
+def _provider_item_meta(state: _Item) -> ProviderMetadata:
+    """An item OpenAI ran, or one toolwire does not model: kept whole, so it goes back as it came."""
+    if state.type in PROVIDER_EXECUTED_ITEMS:
+        return meta(item_id=state.id, item_type=state.type)
+    return meta(item_id=state.id, unknown_item_type=state.type)
+
+
+_warned: set[str] = set()
+
+
+def _warn_unknown(item_type: str) -> None:
+    # Once per type and process: a new item type is news worth one line, not one per response.
+    if item_type not in _warned:
+        _warned.add(item_type)
+        logger.warning(
+            "the Responses API sent an output item of type %r, which toolwire does not model: it is kept as "
+            "a provider-executed call and sent back to the Responses API as received",
+            item_type,
+        )
 
 
 def _split_provider_item(item: Json) -> tuple[dict[str, Any], Any]:
