@@ -279,3 +279,20 @@ async def test_context_overflow_is_a_provider_error() -> None:
     with pytest.raises(ProviderError) as info:
         await collect(model, request)
     assert info.value.provider == "local" and info.value.code == "context_length_exceeded"
+
+
+@live
+async def test_a_long_prompt_decodes_on_any_cpu_the_source_build_targets() -> None:
+    """The weights load without llama.cpp's extra CPU buffer types: on a CPU with AMX (this machine's
+    Sapphire-Rapids-class VM) a native build's AMX matrix multiply crashed the process (SIGSEGV) on the
+    first prompt longer than one token, which took down every embedded-model turn, the README's demo
+    included."""
+    model = LocalModel()
+    llama, _ = model._llama()
+    assert llama.model_params.use_extra_bufts is False
+    request = ModelRequest(
+        messages=[Message(role="user", parts=(TextPart("Tell me about the weather today. " * 40),))],
+        settings=ModelSettings(max_tokens=3),
+    )
+    response = await collect(model, request)
+    assert response.usage.input_tokens > 200

@@ -15,7 +15,7 @@ import importlib.resources
 import json
 import re
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeAlias, assert_never
@@ -107,6 +107,30 @@ class _TokenCounter:
             self.prompt_tokens = len(input_ids)
         self.sampled += 1
         return scores
+
+
+@contextlib.contextmanager
+def _without_extra_buffer_types() -> Iterator[None]:
+    """Load weights without llama.cpp's extra CPU buffer types (``use_extra_bufts``: AMX tiles, repacked
+    layouts). A source build is native: on a CPU with AMX (Sapphire Rapids and later, common on cloud
+    VMs) ggml 0.3.36's AMX matrix multiply crashed the process (SIGSEGV in ``ggml_backend_amx_mul_mat``)
+    on the first prompt longer than a token. ``Llama`` takes no such argument, so its default model
+    parameters are adjusted while it loads (under ``_instances_lock``: one load at a time)."""
+    defaults = llama_cpp.llama_cpp.llama_model_default_params
+    if "use_extra_bufts" not in {name for name, *_ in defaults()._fields_}:
+        yield
+        return
+
+    def params() -> Any:
+        value = defaults()
+        value.use_extra_bufts = False
+        return value
+
+    llama_cpp.llama_cpp.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        llama_cpp.llama_cpp.llama_model_default_params = defaults
 
 
 class LocalModel(Model):
@@ -233,15 +257,16 @@ class LocalModel(Model):
         with LocalModel._instances_lock:
             cached = LocalModel._instances.get(key)
             if cached is None:
-                llama = llama_cpp.Llama(
-                    model_path=str(self.model_path),
-                    n_ctx=self.n_ctx,
-                    n_threads=self.n_threads,
-                    n_threads_batch=self.n_threads,
-                    n_gpu_layers=0,
-                    seed=self.seed,
-                    verbose=False,
-                )
+                with _without_extra_buffer_types():
+                    llama = llama_cpp.Llama(
+                        model_path=str(self.model_path),
+                        n_ctx=self.n_ctx,
+                        n_threads=self.n_threads,
+                        n_threads_batch=self.n_threads,
+                        n_gpu_layers=0,
+                        seed=self.seed,
+                        verbose=False,
+                    )
                 cached = (llama, threading.Lock())
                 LocalModel._instances[key] = cached
             return cached
