@@ -323,3 +323,50 @@ async def test_after_a_crash_the_history_shows_finished_results_and_interrupted_
     assert set(results) == {"call_a", "call_b"}
     assert results["call_a"]["output"] == "T1 is solved" and not results["call_a"].get("is_error")
     assert results["call_b"]["output"] == INTERRUPTED_OUTPUT and results["call_b"]["is_error"] is True
+
+
+def test_a_finished_turn_keeps_its_text_about_once_not_delta_by_delta() -> None:
+    """A 100 KB answer streamed as 5,000 deltas held ~33x its text in the in-process hub until the stream
+    aged out (tracemalloc, with a subscriber that serialised every event); once the run ends its deltas are
+    merged: a client resuming from before the turn gets the text whole, one resuming inside it is told to
+    reload the history, and a live turn still replays delta by delta."""
+    import gc
+    import tracemalloc
+
+    from toolwire.events import InteractionEnd, InteractionStart, TextDeltaEvent
+
+    hub = EventHub()
+    key = StreamKey("long", 1)
+    tracemalloc.start()
+    try:
+        subscription = hub.subscribe(key)
+        before = hub.subscribe(key)._subscriber  # type: ignore[attr-defined]
+        start_cursor = 0
+        baseline = tracemalloc.get_traced_memory()[0]
+        hub.publish(InteractionStart(session_id="long", seq=1), 1)
+        start_cursor = hub._streams[key].cursor
+        for seq in range(2, 5_002):
+            hub.publish(TextDeltaEvent(session_id="long", seq=seq, id="t", delta="x" * 20, message_id="m"), 1)
+        middle = start_cursor + 2_500
+        live = hub.subscribe(key, after=start_cursor)._subscriber  # type: ignore[attr-defined]
+        assert live.queue.qsize() == 5_000  # a live turn: delta by delta
+        hub.publish(InteractionEnd(session_id="long", seq=5_002, status="completed"), 1)
+        while subscription.has_queued():
+            subscription._subscriber.queue.get_nowait().as_dict()  # type: ignore[attr-defined]
+        subscription.close()
+        for queue in (before.queue, live.queue):
+            while not queue.empty():
+                queue.get_nowait()
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - baseline
+    finally:
+        tracemalloc.stop()
+    assert held < 3 * 100_000, held
+    assert hub.held_bytes() < 2 * 100_000
+
+    resumed = hub.subscribe(key, after=start_cursor)._subscriber  # type: ignore[attr-defined]
+    items = [resumed.queue.get_nowait() for _ in range(resumed.queue.qsize())]
+    assert [type(i.event).__name__ for i in items] == ["TextDeltaEvent", "InteractionEnd"]
+    assert items[0].event.delta == "x" * 100_000 and items[0].event.seq == 5_001
+    inside = hub.subscribe(key, after=middle)._subscriber  # type: ignore[attr-defined]
+    assert [i.event for i in (inside.queue.get_nowait() for _ in range(inside.queue.qsize()))] == [None]
