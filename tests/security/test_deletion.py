@@ -200,3 +200,37 @@ async def test_an_owner_who_deletes_and_recreates_an_id_starts_a_new_stream(
         await _until(lambda: bool(stale) or reader.done(), "the stale cursor's answer")
         reader.cancel()
         assert "first-life" not in _texts(stale)
+
+
+def _ui(role: str, text: str, message_id: str) -> dict[str, Any]:
+    return {"id": message_id, "role": role, "parts": [{"type": "text", "text": text}]}
+
+
+async def test_an_edit_drops_the_replaced_turns_from_every_replay(tmp_path: Path, store_url: str) -> None:
+    """An AI SDK edit (``sendMessage({text, messageId})``) replaces a turn: the replaced turn's events
+    are no longer replayed (from the cursor a client held before it, nor from 0), the new turn's are."""
+    async with serve(tmp_path, store_url=store_url) as server, server.client(ALICE) as alice:
+        chat = "/api/chat"
+        first = [_ui("user", "secret kept-turn", "u1")]
+        assert (await alice.post(chat, json={"id": SESSION, "messages": first})).status_code == 200
+        before = (await idle(alice, SESSION))["cursor"]
+        second = [*first, _ui("assistant", "kept-turn", "a1"), _ui("user", "secret replaced-turn", "u2")]
+        assert (await alice.post(chat, json={"id": SESSION, "messages": second})).status_code == 200
+        edited = [*first, _ui("assistant", "kept-turn", "a1"), _ui("user", "secret edited-turn", "u2")]
+        response = await alice.post(chat, json={"id": SESSION, "messages": edited, "messageId": "u2"})
+        assert response.status_code == 200
+        history = json.dumps((await idle(alice, SESSION))["messages"])
+        assert "replaced-turn" not in history and "edited-turn" in history
+        for after in (before, 0):
+            frames: list[dict[str, Any]] = []
+            opened = asyncio.Event()
+            path = f"/api/sessions/{SESSION}/events?after={after}"
+            reader = asyncio.create_task(_sse(server, ALICE, path, frames, opened))
+            await _until(
+                lambda frames=frames, reader=reader: (
+                    any(f["type"] in ("interaction-end", "stream-reset") for f in frames) or reader.done()
+                ),
+                "replay",
+            )
+            reader.cancel()
+            assert "replaced-turn" not in _texts(frames), after

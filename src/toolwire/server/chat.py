@@ -242,9 +242,14 @@ class ChatEndpoint:
         owner = lock_owner(new_id("cut_"))
         await store.lock_session(session_id, owner, ttl=60.0)
         try:
-            await store.truncate_history(session_id, cut)
+            cut_done = await store.truncate_history(session_id, cut)
         finally:
             await store.unlock_session(session_id, owner)
+        info = await store.get_session(session_id)
+        if cut_done and info is not None:
+            # The dropped turns must not be replayed: this replica's watchers are reset and reload the
+            # history (on PostgreSQL the truncating transaction also purged them from the shared log).
+            self.server.hub.end_streams([session_id], info.incarnation)
 
 
 async def _ui_stream(

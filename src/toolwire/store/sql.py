@@ -522,14 +522,19 @@ class SQLStore(Store):
         return await self._write("delete a conversation", op)
 
     @staticmethod
-    def _purge_events(conn: sa.Connection, ids: list[str], created_at: float) -> None:
-        """In the deleting transaction: drop the conversation's rows of the replicas' event log (if any
-        server made one here), and tell every replica, at commit, to end the subscriptions of its streams
-        (``created_at``: the newest session's, so every incarnation up to this one ends)."""
+    def _purge_events(
+        conn: sa.Connection, ids: list[str], created_at: float, *, end_streams: bool = True
+    ) -> None:
+        """In a deleting or truncating transaction: drop the rows of these sessions' streams from the
+        replicas' event log (if any server made one here), and (``end_streams``) tell every replica, at
+        commit, to end the subscriptions of those streams with a reset (``created_at``: the conversation
+        root's or newer, so every incarnation up to this one ends)."""
         if conn.execute(sa.text("SELECT to_regclass('toolwire_events')")).scalar() is None:
             return
         purge = sa.text(PURGE_EVENTS).bindparams(sa.bindparam("ids", type_=postgresql.ARRAY(sa.String)))
         conn.execute(purge, {"ids": ids})
+        if not end_streams:
+            return
         incarnation = SessionInfo(id="", created_at=created_at).incarnation
         for session_id in ids:
             conn.execute(
@@ -546,6 +551,9 @@ class SQLStore(Store):
             row = conn.execute(first).first()
             if row is None:
                 return False
+            root_created = conn.execute(
+                sa.select(sessions.c.created_at).where(sessions.c.id == session_id)
+            ).scalar_one()
             cut = sa.and_(messages.c.session_id == session_id, messages.c.position >= row.position)
             dropped = sa.select(messages.c.id).where(cut)
             conn.execute(
@@ -567,6 +575,10 @@ class SQLStore(Store):
             conn.execute(
                 sa.update(sessions).where(sessions.c.id == session_id).values(updated_at=time.time())
             )
+            if self._postgres:
+                # The dropped turns leave the replicas' replay too. No end command: the same incarnation
+                # goes on, and the command could reach this replica after the editor's new subscription.
+                self._purge_events(conn, [session_id, *sub_ids], root_created, end_streams=False)
             return True
 
         return await self._write("truncate a conversation", op)
