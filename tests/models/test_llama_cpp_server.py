@@ -54,6 +54,18 @@ QUESTION = "What is the weather in Paris?"
 STARTUP_SECONDS = 60.0
 
 
+# llama-cpp-python's own server, loading its model as LocalModel does (without llama.cpp's extra CPU
+# buffer types): on a CPU with AMX the native build's AMX matrix multiply crashes any prompt longer than a
+# token (see toolwire.models.local._without_extra_buffer_types). The server's code runs unchanged.
+_SERVER_WITHOUT_EXTRA_BUFFER_TYPES = """
+import runpy, sys
+from toolwire.models.local import _without_extra_buffer_types
+sys.argv[0] = "llama_cpp.server"
+with _without_extra_buffer_types():
+    runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+"""
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -66,7 +78,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = _free_port()
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
     command = [
-        sys.executable, "-m", "llama_cpp.server",
+        sys.executable, "-c", _SERVER_WITHOUT_EXTRA_BUFFER_TYPES,
         "--model", str(default_model_path()),
         "--chat_format", "chatml-function-calling",
         "--host", "127.0.0.1", "--port", str(port),
