@@ -21,7 +21,7 @@ from toolwire.errors import ConfigError
 from toolwire.server._input import Limits
 from toolwire.server.auth import Auth
 from toolwire.server.errors import RequestError, not_found
-from toolwire.server.hub import EventHub, StreamKey
+from toolwire.server.hub import EventHub, Hub, StreamKey
 from toolwire.server.runs import RunManager
 from toolwire.server.shared_hub import SharedEventHub
 from toolwire.server.takeover import LeaseWatcher
@@ -42,14 +42,14 @@ class ToolwireServer:
         agent: Agent[Any, Any],
         *,
         auth: Auth,
-        hub: EventHub | SharedEventHub | None,
+        hub: Hub | None,
         limits: Limits,
         ai_sdk_version: str | None,
     ) -> None:
         self.agent = agent
         self.auth = auth
         self._hub_given = hub is not None
-        self.hub: EventHub | SharedEventHub = hub or EventHub()
+        self.hub: Hub = hub or EventHub()
         self.limits = limits
         try:
             self.features = ClientFeatures.for_version(parse_client_version(ai_sdk_version))
@@ -66,21 +66,20 @@ class ToolwireServer:
     async def start(self) -> None:
         """Open the store; on PostgreSQL (its runs hold leases) join the other replicas: one shared
         event log (unless a hub was given) and the watcher that continues runs of dead replicas."""
-        store = await self.store()
-        ttl = store.lease_ttl
-        engine = getattr(store, "engine", None)
-        expired = getattr(store, "expired_runs", None)
-        if ttl is None or engine is None or expired is None:
+        replication = (await self.store()).replication()
+        if replication is None:
             return
         if not self._hub_given:
-            shared = SharedEventHub(engine)
+            shared = SharedEventHub(replication.engine)
             shared.on_cancel = self.runs.cancel
             await shared.start()
             self.hub = self.runs.hub = shared
-        replicas = ReplicaRegistry(engine, self.replica)
+        replicas = ReplicaRegistry(replication.engine, self.replica)
         await replicas.create()
         await replicas.beat()
-        self.watcher = LeaseWatcher(self.runs, expired, interval=ttl / 3, replicas=replicas)
+        self.watcher = LeaseWatcher(
+            self.runs, replication.expired_runs, interval=replication.lease_ttl / 3, replicas=replicas
+        )
         self.watcher.start()
 
     async def store(self) -> Store:
@@ -143,9 +142,8 @@ class ToolwireServer:
         if await self.runs.cancel(session_id):
             return True
         store = await self.store()
-        if not isinstance(self.hub, SharedEventHub) or not await store.run_in_progress(session_id):
+        if not await store.run_in_progress(session_id) or not await self.hub.request_cancel(session_id):
             return False
-        await self.hub.request_cancel(session_id)
         for _ in range(100):  # the running replica releases the session once the run is cancelled
             await asyncio.sleep(0.05)
             if not await store.run_in_progress(session_id):
@@ -171,10 +169,7 @@ class ToolwireServer:
             if self.runs.count() and await watcher.others_alive():
                 handed = await self.runs.hand_over()
         await self.runs.shutdown()
-        if isinstance(self.hub, SharedEventHub):
-            await self.hub.close()  # the handed-over runs' last events are written first
-        else:
-            self.hub.close_all()
+        await self.hub.close()  # the handed-over runs' last events are written first
         if watcher is not None:
             await self._expire(handed, watcher)
 

@@ -35,7 +35,7 @@ from toolwire.server.auth import Auth
 from toolwire.server.chat import VERSION_HEADER, ChatEndpoint
 from toolwire.server.errors import EXCEPTION_HANDLERS
 from toolwire.server.health import Health
-from toolwire.server.hub import EventHub
+from toolwire.server.hub import Hub
 from toolwire.server.native import NativeEndpoints
 from toolwire.server.security import PAGE_CSP, OriginGuard, normalise_origin
 from toolwire.store.base import Store
@@ -94,7 +94,7 @@ def create_app(
     tokens_file: str | None = None,
     ai_sdk_version: str | None = None,
     limits: Limits | None = None,
-    hub: EventHub | None = None,
+    hub: Hub | None = None,
     allow_origins: Sequence[str] = (),
 ) -> Starlette:
     """The toolwire ASGI app for ``agent``; mount it in an existing app or serve it with uvicorn.

@@ -7,7 +7,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from toolwire.server._state import ToolwireServer
-from toolwire.server.shared_hub import SharedEventHub
 
 
 class Health:
@@ -19,7 +18,7 @@ class Health:
         server = self.server
         body: dict[str, object] = {
             "replica": server.replica,
-            "shared_events": isinstance(server.hub, SharedEventHub),
+            "shared_events": server.hub.shared,
             "runs": server.runs.count(),
             "taken_over": len(server.watcher.taken) if server.watcher is not None else 0,
             "draining": server.draining,

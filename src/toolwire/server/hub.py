@@ -52,6 +52,40 @@ class StreamKey(NamedTuple):
     incarnation: int
 
 
+class Hub(Protocol):
+    """The event hub every endpoint and the run manager use: the in-process :class:`EventHub` (one
+    process) or :class:`~toolwire.server.shared_hub.SharedEventHub` (replicas on one PostgreSQL). One
+    interface, so nothing outside the hubs asks which one it has."""
+
+    shared: bool
+    """Whether other replicas see what this hub publishes (the health endpoint reports it)."""
+
+    def publish(self, event: AgentEvent, incarnation: int) -> None: ...
+
+    async def open(self, key: StreamKey, after: int | None = None) -> Subscription: ...
+
+    async def cursor(self, key: StreamKey) -> int: ...
+
+    async def resume_cursor(self, key: StreamKey, persisted: dict[str, int]) -> int: ...
+
+    async def open_turn(self, key: StreamKey) -> OpenTurn | None: ...
+
+    async def max_seq(self, key: StreamKey) -> int:
+        """The highest seq published for the stream's session (a takeover numbers after it)."""
+        ...
+
+    def end_streams(self, session_ids: Iterable[str], incarnation: int) -> None: ...
+
+    async def request_cancel(self, session_id: str) -> bool:
+        """Ask the replica running ``session_id``'s run to cancel it; whether the request went anywhere
+        (``False`` for a hub that only this process publishes to)."""
+        ...
+
+    async def close(self) -> None:
+        """Shutdown: write what is queued, then end every subscription."""
+        ...
+
+
 class Ancestry:
     """The parent of each sub-session of the conversations whose runs are going on, to publish a
     sub-agent's event to every ancestor's stream too.
@@ -164,6 +198,8 @@ class _Stream:
 class EventHub:
     """Per-session event streams (a session's stream includes its sub-sessions' events)."""
 
+    shared = False
+
     def __init__(
         self,
         *,
@@ -213,6 +249,19 @@ class EventHub:
         """End every subscription (server shutdown): each iterator ends, each SSE response completes."""
         for stream in self._streams.values():
             end_subscriptions(stream.subscribers)
+
+    async def close(self) -> None:
+        self.close_all()
+
+    async def request_cancel(self, session_id: str) -> bool:
+        return False  # only this process runs what it publishes: RunManager.cancel already looked
+
+    async def max_seq(self, key: StreamKey) -> int:
+        stream = self._streams.get(key)
+        if stream is None:
+            return 0
+        own = (i.event.seq for i in stream.buffer if i.event and i.event.session_id == key.session_id)
+        return max(own, default=0)
 
     def end_streams(self, session_ids: Iterable[str], incarnation: int) -> None:
         """A deleted conversation (``session_ids``: its root and sub-sessions): every subscription of its

@@ -20,8 +20,7 @@ from toolwire.agent.pending import Approval, DecisionKey
 from toolwire.errors import SessionBusyError
 from toolwire.events import AgentEvent, InteractionEnd
 from toolwire.server.errors import draining
-from toolwire.server.hub import EventHub, StreamKey
-from toolwire.server.shared_hub import SharedEventHub
+from toolwire.server.hub import Hub, StreamKey
 
 logger = logging.getLogger("toolwire.server")
 
@@ -34,7 +33,7 @@ for a stopped run's step write under way."""
 class RunManager:
     """Owns the running agent loops: at most one per session in this process."""
 
-    def __init__(self, agent: Agent[Any, Any], hub: EventHub | SharedEventHub) -> None:
+    def __init__(self, agent: Agent[Any, Any], hub: Hub) -> None:
         self.agent = agent
         self.hub = hub
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -136,13 +135,13 @@ class RunManager:
         exactly one wins) or it runs here."""
         if self.running(session_id) or self.draining:
             return False
-        if isinstance(self.hub, SharedEventHub):  # number after what the dead run already published
-            store = await self.agent.get_store()
-            raise_last_seq = getattr(store, "raise_last_seq", None)
+        store = await self.agent.get_store()
+        replication = store.replication()
+        if replication is not None:  # number after what the dead run already published
             info = await store.get_session(session_id)
-            if raise_last_seq is not None and info is not None:
+            if info is not None:
                 key = StreamKey(session_id, info.incarnation)
-                await raise_last_seq(session_id, await self.hub.max_seq(key))
+                await replication.raise_last_seq(session_id, await self.hub.max_seq(key))
         try:
             await self.start(session_id, None, user_id=user_id, takeover=True, dead_run_owner=dead_run_owner)
         except SessionBusyError:

@@ -93,7 +93,9 @@ def _item(cursor: int, body: str) -> StreamItem:
 
 
 class SharedEventHub:
-    """Per-session event streams shared by every replica on one PostgreSQL (same API as ``EventHub``)."""
+    """Per-session event streams shared by every replica on one PostgreSQL (the :class:`Hub` interface)."""
+
+    shared = True
 
     def __init__(
         self,
@@ -276,9 +278,10 @@ class SharedEventHub:
             with contextlib.suppress(ValueError):
                 self.end_streams([session_id], int(incarnation))
 
-    async def request_cancel(self, session_id: str) -> None:
+    async def request_cancel(self, session_id: str) -> bool:
         """Ask every replica to cancel the run of ``session_id`` (the one running it does)."""
         await self.log.command(f"cancel:{session_id}")
+        return True
 
     def _on_notify(self, _conn: Any, pid: int, _channel: str, payload: str) -> None:
         if pid != self._writer_pid:

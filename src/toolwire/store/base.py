@@ -46,6 +46,7 @@ from toolwire.store.records import (
     ToolCallRowStatus,
     check_owner,
 )
+from toolwire.store.replication import Replication
 
 DEFAULT_URL = "sqlite+aiosqlite:///./toolwire.db"
 """The embedded default store: a SQLite file in the working directory."""
@@ -87,6 +88,11 @@ class Store(ABC):
     """Seconds a run's session lock lasts unless renewed, when runs hold it as a lease renewed in the
     background (PostgreSQL: replicas take over a run whose lease expired); ``None``: a long lock
     renewed at step starts (single process; a killed process's lock is reclaimed at once)."""
+
+    def replication(self) -> Replication | None:
+        """What replicas sharing this store need (:class:`~toolwire.store.replication.Replication`), or
+        ``None`` when one process owns it (no leases to take over)."""
+        return None
 
     @abstractmethod
     async def ensure_session(self, info: SessionInfo) -> SessionInfo:

@@ -79,6 +79,7 @@ from toolwire.store.records import (
     ToolCallRowStatus,
     check_owner,
 )
+from toolwire.store.replication import Replication
 from toolwire.store.schema import messages, metadata, sessions, tool_calls
 
 T = TypeVar("T")
@@ -461,6 +462,16 @@ class SQLStore(Store):
         :func:`~toolwire.store.base.lock_owner`): a killed run need not wait out ``ttl``.
         """
         await self._write("lock a session", lambda conn: self._lock_session(conn, session_id, owner, ttl))
+
+    def replication(self) -> Replication | None:
+        if self.lease_ttl is None:
+            return None
+        return Replication(
+            engine=self.engine,
+            lease_ttl=self.lease_ttl,
+            expired_runs=self.expired_runs,
+            raise_last_seq=self.raise_last_seq,
+        )
 
     async def expired_runs(self, limit: int = 20) -> list[tuple[str, str | None, str]]:
         """Top-level sessions whose run lease expired (its replica died): (session id, user id, the dead
