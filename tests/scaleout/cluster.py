@@ -40,6 +40,8 @@ DIR = Path(os.environ["TW_DIR"])
 async def work(step: int) -> str:
     """Does slow work."""
     (DIR / f"started-{os.getpid()}").write_text(str(step))
+    with open(DIR / "work-calls", "a") as f:  # one line per execution: a non-idempotent side effect
+        f.write(f"{os.getpid()}\\n")
     await asyncio.sleep(float(os.environ["TW_SLOW"]))
     return f"step {step} worked"
 
@@ -98,6 +100,11 @@ class Cluster:
         for path in self.directory.glob("started-*"):
             return self.by_pid(int(path.name.split("-")[1]))
         return None
+
+    def work_calls(self) -> list[int]:
+        """The pid of each execution of the ``work`` tool, in order."""
+        path = self.directory / "work-calls"
+        return [int(line) for line in path.read_text().split()] if path.exists() else []
 
     def model_calls(self) -> list[int]:
         path = self.directory / "model-calls"

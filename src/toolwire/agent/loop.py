@@ -272,6 +272,15 @@ class AgentRun(Generic[OutputT]):
         return self._recorder.lock_owner
 
     @property
+    def lease(self) -> tuple[str, int] | None:
+        """This run's fencing token for its events: its session and the lease epoch it claimed (``None``
+        before it holds the session, or when the store counts no epochs)."""
+        recorder = self._recorder
+        if recorder is None or recorder.epoch == 0:
+            return None
+        return recorder.session_id, recorder.epoch
+
+    @property
     def owner(self) -> str | None:
         """The user this run acts for (sub-agent runs inherit it)."""
         return self.user_id

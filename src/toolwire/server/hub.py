@@ -187,7 +187,9 @@ class EventHub:
         )
         return open_turn(markers)
 
-    def publish(self, event: AgentEvent) -> None:
+    def publish(self, event: AgentEvent, fence: tuple[str, int] | None = None) -> None:
+        """Hand ``event`` to its streams now. ``fence`` is for the shared log (:class:`SharedEventHub`): one
+        process has no other replica to take a live run over."""
         session_id = event.session_id
         parent = event.parent_session_id
         if parent and parent != session_id and session_id not in self._parents:

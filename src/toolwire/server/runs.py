@@ -17,7 +17,7 @@ from toolwire.agent._pause import plan_answers
 from toolwire.agent.agent import Agent
 from toolwire.agent.loop import AgentRun
 from toolwire.agent.pending import Approval, DecisionKey
-from toolwire.errors import SessionBusyError
+from toolwire.errors import LeaseLostError, SessionBusyError
 from toolwire.events import AgentEvent, InteractionEnd
 from toolwire.server.hub import EventHub
 from toolwire.server.shared_hub import SharedEventHub
@@ -96,9 +96,9 @@ class RunManager:
                 except BaseException:
                     await run.aclose()  # the run ends (recorded) and gives the session back
                     raise
-            self.hub.publish(first)
+            self.hub.publish(first, run.lease)
             self._runs[session_id] = run
-            self._tasks[session_id] = asyncio.create_task(self._pump(session_id, events))
+            self._tasks[session_id] = asyncio.create_task(self._pump(session_id, run, events))
             return watcher
         finally:
             self._starting.discard(session_id)
@@ -110,6 +110,11 @@ class RunManager:
             return False
         if isinstance(self.hub, SharedEventHub):  # number after what the dead run already published
             store = await self.agent.get_store()
+            fence_expired = getattr(store, "fence_expired", None)
+            if fence_expired is not None:
+                # First fence it: from now on the log refuses its events (it may be only paused, not
+                # dead), so the highest seq read next is final and this run never numbers a seq twice.
+                await fence_expired(session_id)
             raise_last_seq = getattr(store, "raise_last_seq", None)
             if raise_last_seq is not None:
                 await raise_last_seq(session_id, await self.hub.max_seq(session_id))
@@ -142,16 +147,20 @@ class RunManager:
             max_output_chars=self.agent.max_tool_output_chars,
         )
 
-    async def _pump(self, session_id: str, events: AsyncIterator[AgentEvent]) -> None:
+    async def _pump(self, session_id: str, run: AgentRun[Any], events: AsyncIterator[AgentEvent]) -> None:
+        lease = run.lease
         try:
             async for event in events:
                 if isinstance(event, InteractionEnd) and event.session_id == session_id:
                     # The loop released the session before yielding its end: so must we, before anyone
                     # sees it, or a client that starts the next turn on [DONE] would get 409.
                     self._tasks.pop(session_id, None)
-                self.hub.publish(event)
+                self.hub.publish(event, lease)
         except asyncio.CancelledError:
             raise  # cancel() / shutdown() announce the end (self._runs keeps the run for them)
+        except LeaseLostError:  # another replica took the run over: it owns the turn, nothing to announce
+            logger.warning("run on session %s stopped: another replica continues it", session_id)
+            self._runs.pop(session_id, None)
         except Exception:  # the loop already published its error and interaction end
             logger.info("run on session %s ended with an error", session_id, exc_info=True)
             self._runs.pop(session_id, None)
@@ -199,5 +208,7 @@ class RunManager:
     def _announce_end(self, session_id: str) -> None:
         """A cancelled run cannot yield its end; publish it so every watcher sees the turn end."""
         run = self._runs.pop(session_id, None)
-        for event in run.unpublished_end if run is not None else ():
-            self.hub.publish(event)
+        if run is None:
+            return
+        for event in run.unpublished_end:
+            self.hub.publish(event, run.lease)

@@ -136,7 +136,9 @@ class SharedEventHub:
 
     # -- publishing ----------------------------------------------------------------------------------
 
-    def publish(self, event: AgentEvent) -> None:
+    def publish(self, event: AgentEvent, fence: tuple[str, int] | None = None) -> None:
+        """Queue ``event`` for the log; ``fence`` (the publishing run's top-level session and lease epoch):
+        dropped at the write if a takeover fenced that run meanwhile."""
         session_id = event.session_id
         parent = event.parent_session_id
         if parent and parent != session_id and session_id not in self._parents:
@@ -152,7 +154,7 @@ class SharedEventHub:
         target: str | None = session_id
         while target is not None and target not in seen:  # the session and every ancestor
             seen.add(target)
-            self._pending.append((LogRow(target, session_id, event.seq, body), event))
+            self._pending.append((LogRow(target, session_id, event.seq, body, fence), event))
             target = self._parents.get(target)
         self._wake.set()
 
@@ -189,7 +191,8 @@ class SharedEventHub:
                 del self._pending[: len(batch)]
                 self.batches += 1
                 for (row, event), cursor in zip(batch, ids, strict=True):
-                    self._deliver(row.stream, StreamItem(cursor=cursor, event=event))
+                    if cursor is not None:  # else refused: its run was fenced by a takeover
+                        self._deliver(row.stream, StreamItem(cursor=cursor, event=event))
                 await self._maybe_prune()
 
     def _deliver(self, name: str, item: StreamItem) -> None:

@@ -9,7 +9,7 @@ hold one session's lease, so only in a race) makes the insert hit the ``(session
 constraint, and the store runs the statement again.
 
 Fencing: with an ``owner`` (the run's lock owner) both statements write only while that run still holds the
-session's lock. The session row is claimed first (``UPDATE ... WHERE lock_owner``, ``FOR NO KEY UPDATE``), which
+session's lock, unfenced (a takeover about to claim it fenced its epoch). The session row is claimed first (``UPDATE ... WHERE lock_owner``, ``FOR NO KEY UPDATE``), which
 waits for a takeover claiming it at that moment and then re-checks the owner, so a run whose lease was taken
 over writes nothing, and the statement's count is 0.
 """
@@ -29,7 +29,8 @@ BEGIN_STEP = sa.text(
     """
 WITH t AS (
     UPDATE toolwire_sessions SET updated_at = :now
-    WHERE id = :sid AND (CAST(:owner AS text) IS NULL OR lock_owner = CAST(:owner AS text))
+    WHERE id = :sid
+        AND (CAST(:owner AS text) IS NULL OR (lock_owner = CAST(:owner AS text) AND fenced_epoch < lock_epoch))
     RETURNING id
 ), m AS (
     INSERT INTO toolwire_messages (id, session_id, position, role, parts, provider, model, interaction_id,
@@ -102,7 +103,8 @@ FINISH_STEP = sa.text(
     f"""
 WITH held AS (
     SELECT id FROM toolwire_sessions
-    WHERE id = CAST(:sid AS text) AND (CAST(:owner AS text) IS NULL OR lock_owner = CAST(:owner AS text))
+    WHERE id = CAST(:sid AS text)
+        AND (CAST(:owner AS text) IS NULL OR (lock_owner = CAST(:owner AS text) AND fenced_epoch < lock_epoch))
     FOR NO KEY UPDATE
 ), m AS (
     INSERT INTO toolwire_messages (id, session_id, position, role, parts, provider, model, interaction_id,

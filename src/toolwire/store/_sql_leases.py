@@ -27,10 +27,15 @@ EXPIRED_RUNS = (
 )
 RENEW_LEASE = (
     sa.update(sessions)
-    .where(sessions.c.id == sa.bindparam("n_id"), sessions.c.lock_owner == sa.bindparam("n_owner"))
+    .where(
+        sessions.c.id == sa.bindparam("n_id"),
+        sessions.c.lock_owner == sa.bindparam("n_owner"),
+        sessions.c.fenced_epoch < sessions.c.lock_epoch,
+    )
     .values(lock_expires_at=sa.bindparam("n_expires"))
 )
-"""A run's renewal: only while it still holds the lock (a renewal never claims a lock freed meanwhile)."""
+"""A run's renewal: only while it still holds the lock, unfenced (a renewal never claims a lock freed
+meanwhile, nor keeps one a takeover is claiming)."""
 FENCE_EXPIRED = (
     sa.update(sessions)
     .where(

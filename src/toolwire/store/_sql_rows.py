@@ -53,7 +53,9 @@ COMPLETE_CALL = (
     )
 )
 HELD_BY = sa.select(sessions.c.id).where(
-    sessions.c.id == sa.bindparam("b_session_id"), sessions.c.lock_owner == sa.bindparam("b_owner")
+    sessions.c.id == sa.bindparam("b_session_id"),
+    sessions.c.lock_owner == sa.bindparam("b_owner"),
+    sessions.c.fenced_epoch < sessions.c.lock_epoch,
 )
 COMPLETE_HELD_CALL = COMPLETE_CALL.where(sa.exists(HELD_BY.with_for_update(read=True)))
 """:data:`COMPLETE_CALL` for a run holding the session's lease (``b_owner``): a write of a run whose lease was
@@ -156,8 +158,11 @@ def usage_from_json(data: Any) -> Usage:
 TOUCH = (
     sa.update(sessions).where(sessions.c.id == sa.bindparam("t_id")).values(updated_at=sa.bindparam("t_now"))
 )
-TOUCH_HELD = TOUCH.where(sessions.c.lock_owner == sa.bindparam("t_owner"))
-""":data:`TOUCH` by the run holding the session's lock (``t_owner``): nothing changes once it was taken over."""
+TOUCH_HELD = TOUCH.where(
+    sessions.c.lock_owner == sa.bindparam("t_owner"), sessions.c.fenced_epoch < sessions.c.lock_epoch
+)
+""":data:`TOUCH` by the run holding the session's lock (``t_owner``), not fenced by a takeover about to claim
+it: nothing changes once it was (or is being) taken over."""
 TOUCH_SEQ = (
     sa.update(sessions)
     .where(sessions.c.id == sa.bindparam("t_id"))
@@ -273,7 +278,7 @@ SET updated_at = :t_now,
     })
         ELSE usage
     END
-WHERE id = :t_id AND (:t_owner IS NULL OR lock_owner = :t_owner)
+WHERE id = :t_id AND (:t_owner IS NULL OR (lock_owner = :t_owner AND fenced_epoch < lock_epoch))
 """
 )
 """SQLite, a step's end for the session row: ``updated_at``, ``last_seq`` and the usage total summed by

@@ -40,18 +40,26 @@ _DDL = (
 )
 
 # One round trip per batch: the rows in input order (ids follow it), and one NOTIFY per stream touched
-# (delivered at commit). The NOTIFY rows come back with id -1.
+# (delivered at commit). The NOTIFY rows come back with id -1, the rows refused by their fence as -n (n: the
+# row's place, from 1), with id 0. Fencing: a row of a run (fence: the run's top-level session, $7, and its lease
+# epoch, $8) is written only while a takeover has not fenced that epoch; the session row is read FOR SHARE, so
+# a takeover fencing it at that moment is waited for and seen.
 _INSERT = """
-WITH ins AS (
+WITH src AS (
+    SELECT t.*, (t.fs IS NULL OR coalesce(t.fe > (
+        SELECT f.fenced_epoch FROM toolwire_sessions AS f WHERE f.id = t.fs FOR SHARE
+    ), false)) AS ok
+    FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $7::text[], $8::bigint[])
+        WITH ORDINALITY AS t(s, e, q, b, fs, fe, n)
+), ins AS (
     INSERT INTO toolwire_events (stream, session_id, seq, body, created_at)
-    SELECT t.s, t.e, t.q, t.b, $5
-    FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) WITH ORDINALITY AS t(s, e, q, b, n)
-    ORDER BY t.n
+    SELECT src.s, src.e, src.q, src.b, $5 FROM src WHERE src.ok
+    ORDER BY src.n
     RETURNING id, stream
 ), note AS (
     SELECT pg_notify($6, d.stream) FROM (SELECT DISTINCT stream FROM ins) AS d
 )
-SELECT id FROM ins UNION ALL SELECT -1 FROM note
+SELECT id FROM ins UNION ALL SELECT -1 FROM note UNION ALL SELECT -1 - src.n FROM src WHERE NOT src.ok
 """
 _FETCH = "SELECT id, body FROM toolwire_events WHERE stream = $1 AND id > $2 ORDER BY id LIMIT $3"
 _MAX_ID = "SELECT coalesce(max(id), 0) FROM toolwire_events WHERE stream = $1"
@@ -81,6 +89,9 @@ class LogRow:
     session_id: str
     seq: int
     body: str
+    fence: tuple[str, int] | None = None
+    """The run that published it: its top-level session and lease epoch. The row is refused once a takeover
+    fenced that epoch (the run was a zombie: its seqs belong to the run that took it over)."""
 
 
 class EventLog:
@@ -108,8 +119,8 @@ class EventLog:
         raw = await conn.get_raw_connection()
         return conn, raw.driver_connection
 
-    async def insert(self, driver: Any, rows: Sequence[LogRow], now: float) -> list[int]:
-        """Write ``rows`` and wake every listener; the ids in ``rows`` order."""
+    async def insert(self, driver: Any, rows: Sequence[LogRow], now: float) -> list[int | None]:
+        """Write ``rows`` and wake every listener; the ids in ``rows`` order (``None``: refused by its fence)."""
         result = await driver.fetch(
             _INSERT,
             [r.stream for r in rows],
@@ -118,8 +129,12 @@ class EventLog:
             [r.body for r in rows],
             now,
             self.channel,
+            [r.fence[0] if r.fence is not None else None for r in rows],
+            [r.fence[1] if r.fence is not None else 0 for r in rows],
         )
-        return sorted(r[0] for r in result if r[0] > 0)
+        refused = {-1 - r[0] for r in result if r[0] < -1}
+        ids = iter(sorted(r[0] for r in result if r[0] > 0))
+        return [None if n in refused else next(ids) for n in range(1, len(rows) + 1)]
 
     async def _query(self, method: str, sql: str, *args: Any) -> Any:
         async with self.engine.connect() as conn:
