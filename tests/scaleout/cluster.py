@@ -24,6 +24,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from tests.reliability.pg_outage import CuttableLink
+
 ROOT = Path(__file__).parents[2]
 POSTGRES_ENV = "TOOLWIRE_TEST_POSTGRES_URL"
 
@@ -206,18 +208,25 @@ async def _wait_healthy(url: str, child: subprocess.Popen[bytes], log: Path) -> 
 
 @asynccontextmanager
 async def cluster(
-    directory: Path, *, replicas: int = 3, slow: float = 0.3, lease: float = 2.0
+    directory: Path,
+    *,
+    replicas: int = 3,
+    slow: float = 0.3,
+    lease: float = 2.0,
+    link: CuttableLink | None = None,
 ) -> AsyncIterator[Cluster]:
-    """``replicas`` servers on one fresh schema (run leases of ``lease`` seconds) behind HAProxy."""
+    """``replicas`` servers on one fresh schema (run leases of ``lease`` seconds) behind HAProxy; ``link``: the
+    replicas reach PostgreSQL through it (so the test can cut them off the database)."""
     (directory / "agentmod.py").write_text(AGENT_MODULE)
     async with fresh_schema("tw_scale") as store_url:
         store_url += f"&lease_ttl={lease}"
+        replica_url = link.url(store_url) if link is not None else store_url
         started: list[Replica] = []
         proxy: subprocess.Popen[bytes] | None = None
         try:
             for _ in range(replicas):
                 port = free_port()
-                started.append(Replica(port, _serve(directory, store_url, port, slow)))
+                started.append(Replica(port, _serve(directory, replica_url, port, slow)))
             for replica in started:
                 await _wait_healthy(replica.url, replica.process, directory / f"replica-{replica.port}.log")
             balancer_port = free_port()

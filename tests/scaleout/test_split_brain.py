@@ -1,6 +1,8 @@
 """A replica that is only paused (SIGSTOP: a GC pause, a stalled VM) past its run's lease, not dead: another
 replica takes the run over and finishes the turn; when the first resumes, its lease is fenced. It runs no tool,
-calls no model, writes no row and publishes no event of that turn again, and never re-claims the session."""
+calls no model, writes no row and publishes no event of that turn again, and never re-claims the session.
+The same split without any stop: PostgreSQL unreachable for longer than the lease while two healthy replicas
+run (the one running the turn stops it when its lease runs out unrenewed)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.scaleout.cluster import Cluster, Replica, cluster
+from tests.reliability.pg_outage import cuttable_link
+from tests.scaleout.cluster import Cluster, Replica, cluster, postgres_url
 from toolwire.agent.history import INTERRUPTED_OUTPUT
 
 
@@ -113,3 +116,50 @@ async def test_a_replica_stopped_past_its_lease_never_finishes_the_turn_again(tm
             "SELECT body FROM toolwire_events WHERE stream = 'job' AND body LIKE '%\"interaction-end\"%' ORDER BY id",
         )
         assert len(ends) == 2  # one per turn: the zombie announced no end of the first turn
+
+
+async def test_a_database_outage_longer_than_the_lease_splits_no_brain(tmp_path: Path) -> None:
+    async with (
+        cuttable_link(postgres_url()) as link,
+        cluster(tmp_path, replicas=2, slow=4.0, lease=2.0, link=link) as c,
+        httpx.AsyncClient(timeout=60) as http,
+    ):
+        await http.post(f"{c.url}/api/sessions", json={"session_id": "job"})
+        posted = await http.post(f"{c.url}/api/sessions/job/messages", json={"text": "do the work"})
+        assert posted.status_code == 202
+        deadline = time.monotonic() + 30
+        while (running := c.executing()) is None:
+            assert time.monotonic() < deadline, "the tool never started"
+            await asyncio.sleep(0.02)
+        link.cut()  # both replicas lose the database while the tool runs
+        try:
+            # The replica running the turn cannot renew its lease: once the lease ran out (2 s), another
+            # replica may take the run over as soon as the database is back, so it stops the run itself.
+            log = tmp_path / f"replica-{running.port}.log"
+            deadline = time.monotonic() + 20
+            while "lost its lease" not in log.read_text():
+                assert time.monotonic() < deadline, log.read_text()[-3000:]
+                await asyncio.sleep(0.05)
+        finally:
+            link.restore()
+        history = await _until_finished(http, running, "job", ["user", "assistant", "tool", "assistant"])
+        # A next turn on the same replica: its event writer keeps order (see above).
+        posted = await http.post(f"{running.url}/api/sessions/job/messages", json={"text": "again"})
+        assert posted.status_code == 202, posted.text
+        history = await _until_finished(
+            http,
+            running,
+            "job",
+            ["user", "assistant", "tool", "assistant", "user", "assistant", "tool", "assistant"],
+        )
+        assert c.work_calls() == [running.process.pid, running.process.pid]  # once per turn
+        assert len(c.model_calls()) == 4
+        first_result = history["messages"][2]["parts"][0]
+        assert first_result["is_error"] is True and first_result["output"] == INTERRUPTED_OUTPUT
+        statuses = await _rows(c, "SELECT status FROM toolwire_tool_calls ORDER BY id")
+        assert [s for (s,) in statuses] == ["interrupted", "ok"]
+        twice = await _rows(
+            c,
+            "SELECT seq, count(*) FROM toolwire_events WHERE stream = 'job' GROUP BY seq HAVING count(*) > 1",
+        )
+        assert twice == [], "seqs carried by more than one event"
