@@ -30,6 +30,7 @@
     ├── NoObjectGenerated (raw_output, errors, usage, finish_reason)
     ├── StoreError
     │   ├── SessionBusyError
+    │   ├── LeaseLostError
     │   └── SessionAccessError
     │       └── SubSessionError
     └── RequestError (status, kind)         (toolwire.server.errors)
@@ -241,9 +242,19 @@ class NoObjectGenerated(ToolwireError):
 class StoreError(ToolwireError):
     """The store failed to read or write."""
 
+    unreachable: bool = False
+    """The database could not be reached (refused or dropped connection, restarting server): the same
+    write may succeed later. A run holding a lease retries its writes then, within the lease."""
+
 
 class SessionBusyError(StoreError):
     """Another run is already in progress on the same session."""
+
+
+class LeaseLostError(StoreError):
+    """The run no longer holds its session: another run took its lease over (the lease expired while this
+    process was stopped or cut from the database), so this run's write was refused and the run stops,
+    writing and publishing nothing more. Not a failure of the turn: the other run continues it."""
 
 
 class SessionAccessError(StoreError):

@@ -24,6 +24,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from tests.reliability.pg_outage import CuttableLink
+
 ROOT = Path(__file__).parents[2]
 POSTGRES_ENV = "TOOLWIRE_TEST_POSTGRES_URL"
 
@@ -40,6 +42,8 @@ DIR = Path(os.environ["TW_DIR"])
 async def work(step: int) -> str:
     """Does slow work."""
     (DIR / f"started-{os.getpid()}").write_text(str(step))
+    with open(DIR / "work-calls", "a") as f:  # one line per execution: a non-idempotent side effect
+        f.write(f"{os.getpid()}\\n")
     await asyncio.sleep(float(os.environ["TW_SLOW"]))
     return f"step {step} worked"
 
@@ -98,6 +102,11 @@ class Cluster:
         for path in self.directory.glob("started-*"):
             return self.by_pid(int(path.name.split("-")[1]))
         return None
+
+    def work_calls(self) -> list[int]:
+        """The pid of each execution of the ``work`` tool, in order."""
+        path = self.directory / "work-calls"
+        return [int(line) for line in path.read_text().split()] if path.exists() else []
 
     def model_calls(self) -> list[int]:
         path = self.directory / "model-calls"
@@ -205,18 +214,21 @@ async def cluster(
     slow: float = 0.3,
     lease: float = 2.0,
     agent_module: str = AGENT_MODULE,
+    link: CuttableLink | None = None,
 ) -> AsyncIterator[Cluster]:
     """``replicas`` servers on one fresh schema (run leases of ``lease`` seconds) behind HAProxy, serving
-    ``agent_module``'s ``build()``."""
+    ``agent_module``'s ``build()``; ``link``: the replicas reach PostgreSQL through it (so the test can cut
+    them off the database)."""
     (directory / "agentmod.py").write_text(agent_module)
     async with fresh_schema("tw_scale") as store_url:
         store_url += f"&lease_ttl={lease}"
+        replica_url = link.url(store_url) if link is not None else store_url
         started: list[Replica] = []
         proxy: subprocess.Popen[bytes] | None = None
         try:
             for _ in range(replicas):
                 port = free_port()
-                started.append(Replica(port, _serve(directory, store_url, port, slow)))
+                started.append(Replica(port, _serve(directory, replica_url, port, slow)))
             for replica in started:
                 await _wait_healthy(replica.url, replica.process, directory / f"replica-{replica.port}.log")
             balancer_port = free_port()

@@ -128,3 +128,30 @@ async def test_an_older_database_accepts_paused_runs_after_opening(target: Targe
         assert [r.status for r in await again.tool_calls("new")] == ["unanswered"]
     finally:
         await again.close()
+
+
+async def test_an_older_database_gains_the_lease_epochs_when_opened(target: Target) -> None:
+    """A database made before fencing (no ``lock_epoch`` / ``fenced_epoch``): opening it adds both, its rows
+    start at epoch 0, and the next claim of a session is epoch 1."""
+    await (await target.open()).close()
+    engine = create_async_engine(target.url, **target.options)
+    try:
+        async with engine.begin() as conn:
+            for column in ("lock_epoch", "fenced_epoch"):
+                await conn.execute(sa.text(f"ALTER TABLE toolwire_sessions DROP COLUMN {column}"))
+            await conn.execute(
+                sa.text(
+                    "INSERT INTO toolwire_sessions (id, created_at, updated_at, last_seq, usage) "
+                    "VALUES ('old', 1.0, 1.0, 3, '{}')"
+                )
+            )
+    finally:
+        await engine.dispose()
+    store = await target.open()
+    try:
+        _, opened = await store.open_run(SessionInfo(id="old"), "elsewhere~0/1.1/int_a", ttl=60.0)
+        assert opened.epoch == 1
+        await store.fence_expired("old")  # live: nothing fenced, and the new column is there to write
+        assert await store.renew_lease("old", "elsewhere~0/1.1/int_a", ttl=60.0)
+    finally:
+        await store.close()

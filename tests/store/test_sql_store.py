@@ -177,7 +177,7 @@ async def test_schema_is_the_same_on_every_engine(store: SQLStore) -> None:
     expected = {
         "toolwire_sessions": [
             "id", "parent_session_id", "user_session_id", "user_id", "agent_name", "title", "created_at",
-            "updated_at", "last_seq", "usage", "lock_owner", "lock_expires_at",
+            "updated_at", "last_seq", "usage", "lock_owner", "lock_expires_at", "lock_epoch", "fenced_epoch",
         ],
         "toolwire_messages": [
             "id", "session_id", "position", "role", "parts", "provider", "model", "interaction_id", "step",

@@ -5,22 +5,30 @@ the session lock (taken, renewed after half its TTL, released), the event ``seq`
 the store has recorded, and the step whose tools are running (so a run stopped half-way records its
 unfinished calls as cancelled, those awaiting a person included). Events are numbered here, at the moment they are published; a write
 that records a seq only ever records the seq of events already numbered.
+
+Fencing: every write carries the run's lock owner (``fence``), so it happens only while this run holds the
+session. A lease (PostgreSQL replicas) is lost when a renewal is refused (another run took it over) or when
+no renewal succeeded for a whole TTL (another replica may take it over from then on): the recorder then
+cancels the task driving the run, and the loop ends it quietly (:class:`~toolwire.errors.LeaseLostError`:
+nothing more is written or published). While the lease holds, a write the database could not take (it is
+unreachable) is retried, so a finished tool's outcome is not lost to a short outage.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from toolwire._text import without_nul
 from toolwire.agent._takeover import TAKEOVER_RUN
 from toolwire.agent.history import CANCELLED_OUTPUT
-from toolwire.errors import SessionBusyError
+from toolwire.errors import LeaseLostError, StoreError
 from toolwire.events import Envelope, ToolCallComplete, ToolCallStatus
 from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage
 from toolwire.store._locks import lock_owner
@@ -80,6 +88,15 @@ class StepRecorder:
         self._locked_at = 0.0
         self._ttl = store.lease_ttl or LOCK_TTL
         self._heartbeat: asyncio.Task[None] | None = None
+        self.epoch = 0
+        """The lease epoch of this run's claim (the shared event log refuses its events once fenced)."""
+        self._renewed_at = 0.0
+        """``time.monotonic()`` when the last successful claim or renewal of the lease was sent."""
+        self.lease_lost = False
+        """Set once the lease is lost (taken over, or not renewed within its TTL): the run ends quietly."""
+        self._driver: asyncio.Task[Any] | None = None
+        """The task that last asked this run for an event: cancelled when the lease is lost."""
+        self._stopped_driver: asyncio.Task[Any] | None = None
         self.detached = False
         """Set when the server hands this run over to another replica: stopping it writes nothing more
         (its calls stay pending for the next owner, the session stays leased until the server expires it)."""
@@ -103,6 +120,7 @@ class StepRecorder:
 
     def event(self, cls: type[E], **fields: Any) -> E:
         """A new event of this run's session, numbered now."""
+        self._driver = asyncio.current_task()
         self.seq += 1
         return cls(
             session_id=self.session.id,
@@ -144,6 +162,7 @@ class StepRecorder:
         The stored row decides: a session created by someone else (or elsewhere in the tree) is refused
         with :class:`~toolwire.errors.SessionAccessError` before anything is read or written.
         """
+        started = time.monotonic()
         info, opened = await self.store.open_run(
             self.session,
             self._lock_owner,
@@ -155,30 +174,100 @@ class StepRecorder:
         self._untitled = info.title is None and info.parent_session_id is None
         self.incarnation = info.incarnation
         self.seq = self._persisted_seq = info.last_seq
+        self.epoch = opened.epoch
         self._locked_at = time.monotonic()
+        self._renewed_at = started
         if self.store.lease_ttl:
             self._heartbeat = asyncio.create_task(self._renew_forever(self.store.lease_ttl))
         return opened
 
     async def renew_lock(self) -> None:
-        """Keep the session through a long run (cheap: writes only after half the TTL)."""
+        """Check the lease before the run goes on (a model call, tools), and keep a long lock through a long
+        run (cheap: writes only after half the TTL)."""
+        self.check_lease()
         if self._heartbeat is None and time.monotonic() - self._locked_at > self._ttl / 2:
-            await self.store.lock_session(self.session.id, self._lock_owner, ttl=self._ttl)
+            if not await self.store.renew_lease(self.session.id, self._lock_owner, ttl=self._ttl):
+                self._lose("another run holds the session now")
+                self.check_lease()
             self._locked_at = time.monotonic()
+
+    def check_lease(self) -> None:
+        """Raise :class:`LeaseLostError` when the lease is lost, or its last renewal is older than its TTL
+        (another replica may have taken the run over by now)."""
+        if not self.lease_lost and self.store.lease_ttl and self._lease_left() <= 0:
+            self._lose("the lease was not renewed within its TTL")
+        if self.lease_lost:
+            raise LeaseLostError(
+                f"session {self.session.id}: this run's lease was lost; another run continues it"
+            )
+
+    def _lease_left(self) -> float:
+        return self._renewed_at + self._ttl - time.monotonic()
+
+    def _lose(self, why: str) -> None:
+        """The lease is lost: stop the run now (the task driving it is cancelled; the loop ends it quietly)."""
+        if self.lease_lost:
+            return
+        self.lease_lost = True
+        logger.error(
+            "session %s: the run lost its lease (%s); it stops, writing nothing more", self.session.id, why
+        )
+        driver = self._driver
+        if driver is not None and not driver.done() and driver is not asyncio.current_task():
+            self._stopped_driver = driver
+            driver.cancel()
+
+    def absorb_stop(self) -> bool:
+        """Called by the loop with the :class:`asyncio.CancelledError` it caught: ``True`` when the cancel was
+        :meth:`_lose`'s own (then taken back, so the run can end with :class:`LeaseLostError` instead)."""
+        task = asyncio.current_task()
+        if self._stopped_driver is None or task is not self._stopped_driver:
+            return False
+        self._stopped_driver = None
+        task.uncancel()
+        return True
 
     async def _renew_forever(self, ttl: float) -> None:
         """A lease: renewed every third of its TTL whatever the run is doing (a long tool included), so
-        it expires only when this process stops; other replicas then take the run over."""
-        while True:
-            await asyncio.sleep(ttl / 3)
-            try:
-                await self.store.lock_session(self.session.id, self._lock_owner, ttl=ttl)
-            except SessionBusyError:
-                # Renewed too late and another replica took the run over: it continues it.
-                logger.error("session %s: the run lease was lost to another replica", self.session.id)
+        it expires only when this process stops; other replicas then take the run over. Only this run's
+        own lease is renewed (a renewal never claims): refused, or not renewed within the TTL (the database
+        unreachable), the lease is lost and the run stops."""
+        while not self.lease_lost:
+            await asyncio.sleep(min(ttl / 3, max(self._lease_left(), 0.0)))
+            left = self._lease_left()
+            if left <= 0:
+                self._lose("not renewed within its TTL")
                 return
+            sent = time.monotonic()
+            try:
+                async with asyncio.timeout(left):
+                    held = await self.store.renew_lease(self.session.id, self._lock_owner, ttl=ttl)
+            except TimeoutError:
+                continue  # the deadline is checked at the top
             except Exception:  # the database is briefly unreachable: try again at the next beat
                 logger.warning("could not renew the run lease of %s", self.session.id, exc_info=True)
+                continue
+            if not held:
+                self._lose("another run holds the session now")
+                return
+            self._renewed_at = sent
+
+    async def _durably(self, write: Callable[[], Awaitable[None]]) -> None:
+        """One fenced write of the hook. With a lease, a write the database could not take (unreachable,
+        restarting) is retried until the lease runs out, so a finished tool's outcome outlives a short
+        outage; every write is idempotent (a retry after a lost acknowledgement writes nothing twice)."""
+        delay = 0.05
+        while True:
+            self.check_lease()
+            try:
+                await write()
+                return
+            except StoreError as exc:
+                if not (self.store.lease_ttl and exc.unreachable) or self.lease_lost:
+                    raise
+                logger.warning("session %s: the store is unreachable; retrying a write", self.session.id)
+            await asyncio.sleep(max(0.0, min(delay, self._lease_left())))
+            delay = min(delay * 2, 0.5)
 
     async def _stop_heartbeat(self) -> None:
         task, self._heartbeat = self._heartbeat, None
@@ -198,13 +287,16 @@ class StepRecorder:
             return
         try:
             if self.seq > self._persisted_seq:
-                await self.store.finish_step(
-                    self.session.id,
-                    step=0,
-                    interaction_id=self.interaction_id,
-                    tool_message=None,
-                    usage=Usage(),
-                    last_seq=self.seq,
+                await self._durably(
+                    lambda: self.store.finish_step(
+                        self.session.id,
+                        step=0,
+                        interaction_id=self.interaction_id,
+                        tool_message=None,
+                        usage=Usage(),
+                        last_seq=self.seq,
+                        fence=self._lock_owner,
+                    )
                 )
                 self._persisted_seq = self.seq
         except Exception:
@@ -216,7 +308,11 @@ class StepRecorder:
     # -- the hook ----------------------------------------------------------------------------------
 
     async def append(self, message: Message) -> None:
-        await self.store.append_message(self.session.id, message, interaction_id=self.interaction_id)
+        await self._durably(
+            lambda: self.store.append_message(
+                self.session.id, message, interaction_id=self.interaction_id, fence=self._lock_owner
+            )
+        )
         if self._untitled and message.role == "user":
             # A conversation is named by its first prompt (once; a title set since is kept).
             self._untitled = False
@@ -261,7 +357,7 @@ class StepRecorder:
             started_at=now,
             finished_at=now,
         )
-        await self.store.begin_step(record)
+        await self._durably(lambda: self.store.begin_step(record, fence=self._lock_owner))
         if calls:
             self.open_step = OpenStep(step=step, message_id=message.id, calls=list(calls))
 
@@ -278,31 +374,40 @@ class StepRecorder:
         """Answered calls about to run are ``pending`` again: a crash now makes them interrupted (their
         outcome unknown), never awaiting a second approval."""
         assert self.open_step is not None
+        message_id = self.open_step.message_id
         for call in calls:
-            await self.store.complete_tool_call(
-                self.session.id,
-                call.tool_call_id,
-                message_id=self.open_step.message_id,
-                status="pending",
-                output=None,
-                is_error=False,
-                started_at=None,
-                finished_at=None,
+            await self._durably(
+                functools.partial(
+                    self.store.complete_tool_call,
+                    self.session.id,
+                    call.tool_call_id,
+                    message_id=message_id,
+                    status="pending",
+                    output=None,
+                    is_error=False,
+                    started_at=None,
+                    finished_at=None,
+                    fence=self._lock_owner,
+                )
             )
 
     async def complete(self, outcome: ToolOutcome) -> None:
         """One call's outcome, durable before anyone hears of it."""
         assert self.open_step is not None
         self.open_step.outcomes[outcome.call.tool_call_id] = outcome
-        await self.store.complete_tool_call(
-            self.session.id,
-            outcome.call.tool_call_id,
-            message_id=self.open_step.message_id,
-            status=outcome.status,
-            output=outcome.full_output,
-            is_error=outcome.result.is_error,
-            started_at=outcome.started_at,
-            finished_at=outcome.finished_at,
+        message_id = self.open_step.message_id
+        await self._durably(
+            lambda: self.store.complete_tool_call(
+                self.session.id,
+                outcome.call.tool_call_id,
+                message_id=message_id,
+                status=outcome.status,
+                output=outcome.full_output,
+                is_error=outcome.result.is_error,
+                started_at=outcome.started_at,
+                finished_at=outcome.finished_at,
+                fence=self._lock_owner,
+            )
         )
 
     async def finished(self, outcomes: Sequence[ToolOutcome], *, last: bool) -> None:
@@ -354,14 +459,17 @@ class StepRecorder:
         last_seq = max((e.seq for e in announce), default=self.seq)
         completed = self._completions(self.open_step.message_id) if self.open_step is not None else []
         write = asyncio.ensure_future(
-            self.store.finish_step(
-                self.session.id,
-                step=step,
-                interaction_id=self.interaction_id,
-                tool_message=tool_message,
-                usage=usage,
-                last_seq=last_seq,
-                completed=completed,
+            self._durably(
+                lambda: self.store.finish_step(
+                    self.session.id,
+                    step=step,
+                    interaction_id=self.interaction_id,
+                    tool_message=tool_message,
+                    usage=usage,
+                    last_seq=last_seq,
+                    completed=completed,
+                    fence=self._lock_owner,
+                )
             )
         )
         # Shielded from a hand-over (detached first, then cancelled), which may stop the run between this
@@ -434,6 +542,7 @@ class StepRecorder:
                     is_error=True,
                     started_at=None,
                     finished_at=now,
+                    fence=self._lock_owner,
                 )
                 results.append(
                     ToolResultPart(
@@ -452,6 +561,7 @@ class StepRecorder:
                 usage=Usage(),
                 last_seq=self.seq,
                 completed=completed,
+                fence=self._lock_owner,
             )
             self.unwritten = []
             self._persisted_seq = max(self._persisted_seq, self.seq)

@@ -32,7 +32,7 @@ from toolwire.agent.config import RunConfig
 from toolwire.agent.history import INTERRUPTED_OUTPUT
 from toolwire.agent.output import NOTHING, OutputPolicy
 from toolwire.agent.pending import Approval, DecisionKey, PendingCall, Resume
-from toolwire.errors import MaxStepsExceeded, ToolBlockedError, TurnLostError
+from toolwire.errors import LeaseLostError, MaxStepsExceeded, ToolBlockedError, TurnLostError
 from toolwire.events import (
     AgentEvent,
     CustomDataEvent,
@@ -288,6 +288,15 @@ class AgentRun(Generic[OutputT]):
         return self._recorder.incarnation if self._recorder is not None else None
 
     @property
+    def lease(self) -> tuple[str, int] | None:
+        """This run's fencing token for its events: its session and the lease epoch it claimed (``None``
+        before it holds the session, or when the store counts no epochs)."""
+        recorder = self._recorder
+        if recorder is None or recorder.epoch == 0:
+            return None
+        return recorder.session_id, recorder.epoch
+
+    @property
     def owner(self) -> str | None:
         """The user this run acts for (sub-agent runs inherit it)."""
         return self.user_id
@@ -379,15 +388,43 @@ class AgentRun(Generic[OutputT]):
                     for event in await self._decide(assistant, calls, accepted, output_errors, builder):
                         yield event
         except BaseException as exc:
-            error = exc
-            if isinstance(exc, asyncio.CancelledError | GeneratorExit):
-                self._status = "cancelled"
-            elif self._status != "max-steps":
-                self._status = "error"
+            error = self._ended_by(exc)
+            if error is not exc:
+                raise error from exc
             raise
         finally:
             for event in await self._close(error):
                 yield event
+
+    def _ended_by(self, exc: BaseException) -> BaseException:
+        """How the run ends after ``exc``: its status set, and the exception it ends with (``exc`` itself,
+        or the :class:`LeaseLostError` of a run that lost its session)."""
+        lost = self._lease_lost(exc)
+        if lost is not None:
+            self._status = "error"
+            return lost
+        if isinstance(exc, asyncio.CancelledError | GeneratorExit):
+            self._status = "cancelled"
+        elif self._status != "max-steps":
+            self._status = "error"
+        return exc
+
+    def _lease_lost(self, exc: BaseException) -> LeaseLostError | None:
+        """The run's end when its lease was lost (another run continues it): the :class:`LeaseLostError` it
+        ends with (the recorder's own cancel taken back), or ``None`` for any other end."""
+        recorder = self._recorder
+        assert recorder is not None
+        if isinstance(exc, LeaseLostError):
+            recorder.detached = True
+            return exc
+        if not recorder.lease_lost or isinstance(exc, GeneratorExit):
+            return None
+        if isinstance(exc, asyncio.CancelledError) and not recorder.absorb_stop():
+            return None  # cancelled by someone else too (a shutdown): a cancellation it stays
+        recorder.detached = True
+        return LeaseLostError(
+            f"session {self.session_id}: this run's lease was lost; another run continues it"
+        )
 
     def _check_max_steps(self, step: int) -> None:
         if step > self.config.max_steps:
@@ -431,6 +468,12 @@ class AgentRun(Generic[OutputT]):
         recorder = self._recorder
         assert recorder is not None
         ending: list[AgentEvent] = []
+        if recorder.lease_lost or isinstance(error, LeaseLostError):
+            # Another run owns the turn now: nothing of this one is written or announced any more.
+            recorder.lease_lost = recorder.detached = True
+            self.result = self._make_result()
+            await recorder.release()
+            return []
         try:
             cancelled = await recorder.close_open_step()
             if cancelled is not None:
@@ -686,6 +729,7 @@ class AgentRun(Generic[OutputT]):
         sub-agent paused is not complete: it is announced as waiting when the step ends)."""
         recorder = self._recorder
         assert recorder is not None
+        recorder.check_lease()  # right before tools run: a run that lost its session runs none
         ctx = self._context(step, resumes)
         registry = self.config.registry
         sequential = any((t := registry.get(c.tool_name)) is not None and t.sequential for c in calls)

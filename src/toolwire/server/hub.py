@@ -60,7 +60,10 @@ class Hub(Protocol):
     shared: bool
     """Whether other replicas see what this hub publishes (the health endpoint reports it)."""
 
-    def publish(self, event: AgentEvent, incarnation: int) -> None: ...
+    def publish(self, event: AgentEvent, incarnation: int, fence: tuple[str, int] | None = None) -> None:
+        """Publish ``event`` of a run of the conversation in ``incarnation``; ``fence`` (the run's top-level
+        session and lease epoch) lets a shared log refuse a run that was taken over."""
+        ...
 
     async def open(self, key: StreamKey, after: int | None = None) -> Subscription: ...
 
@@ -316,8 +319,10 @@ class EventHub:
         )
         return open_turn(markers)
 
-    def publish(self, event: AgentEvent, incarnation: int) -> None:
-        """Publish ``event`` of a run of the conversation in its ``incarnation`` (its root's)."""
+    def publish(self, event: AgentEvent, incarnation: int, fence: tuple[str, int] | None = None) -> None:
+        """Publish ``event`` of a run of the conversation in its ``incarnation`` (its root's) now. ``fence``
+        is for the shared log (:class:`SharedEventHub`): one process has no other replica to take a live run
+        over."""
         now = time.monotonic()
         if now >= self._next_sweep:
             self.sweep(now)

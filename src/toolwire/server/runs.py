@@ -17,7 +17,7 @@ from toolwire.agent._pause import plan_answers
 from toolwire.agent.agent import Agent
 from toolwire.agent.loop import AgentRun
 from toolwire.agent.pending import Approval, DecisionKey
-from toolwire.errors import SessionBusyError
+from toolwire.errors import LeaseLostError, SessionBusyError
 from toolwire.events import AgentEvent, InteractionEnd
 from toolwire.server.errors import draining
 from toolwire.server.hub import Hub, StreamKey
@@ -113,7 +113,7 @@ class RunManager:
                 except BaseException:
                     await run.aclose()  # the run ends (recorded) and gives the session back
                     raise
-            self.hub.publish(first, incarnation)
+            self.hub.publish(first, incarnation, run.lease)
             self._incarnations[session_id] = incarnation
             self._runs[session_id] = run
             self._tasks[session_id] = asyncio.create_task(self._pump(session_id, run, events))
@@ -138,6 +138,9 @@ class RunManager:
         store = await self.agent.get_store()
         replication = store.replication()
         if replication is not None:  # number after what the dead run already published
+            # First fence it: from now on the log refuses its events (it may be only paused, not dead),
+            # so the highest seq read next is final and this run never numbers a seq twice.
+            await replication.fence_expired(session_id)
             info = await store.get_session(session_id)
             if info is not None:
                 key = StreamKey(session_id, info.incarnation)
@@ -173,6 +176,7 @@ class RunManager:
 
     async def _pump(self, session_id: str, run: AgentRun[Any], events: AsyncIterator[AgentEvent]) -> None:
         incarnation = self._incarnations[session_id]
+        lease = run.lease
         task = asyncio.current_task()
         try:
             async for event in events:
@@ -180,9 +184,12 @@ class RunManager:
                     # The loop released the session before yielding its end: so must we, before anyone
                     # sees it, or a client that starts the next turn on [DONE] would get 409.
                     self._forget(session_id, task, run)
-                self.hub.publish(event, incarnation)
+                self.hub.publish(event, incarnation, lease)
         except asyncio.CancelledError:
             raise  # cancel() / shutdown() announce the end (self._runs keeps the run for them)
+        except LeaseLostError:  # another replica took the run over: it owns the turn, nothing to announce
+            logger.warning("run on session %s stopped: another replica continues it", session_id)
+            self._forget(session_id, task, run)
         except Exception:  # the loop already published its error and interaction end
             logger.info("run on session %s ended with an error", session_id, exc_info=True)
             self._forget(session_id, task, run)
@@ -239,7 +246,7 @@ class RunManager:
             except TimeoutError:  # not written in time: the next owner finds those calls unfinished
                 continue
             for event in events:
-                self.hub.publish(event, incarnation)
+                self.hub.publish(event, incarnation, run.lease)
         return handed
 
     async def _starts_settled(self) -> None:
@@ -264,4 +271,4 @@ class RunManager:
         run = self._runs.pop(session_id, None)
         incarnation = self._incarnations.pop(session_id, 0)
         for event in run.unpublished_end if run is not None else ():
-            self.hub.publish(event, incarnation)
+            self.hub.publish(event, incarnation, run.lease if run is not None else None)

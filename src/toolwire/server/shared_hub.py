@@ -170,8 +170,10 @@ class SharedEventHub:
 
     # -- publishing ----------------------------------------------------------------------------------
 
-    def publish(self, event: AgentEvent, incarnation: int) -> None:
-        """Queue ``event`` of a run of the conversation in its ``incarnation`` (its root's) for the log."""
+    def publish(self, event: AgentEvent, incarnation: int, fence: tuple[str, int] | None = None) -> None:
+        """Queue ``event`` of a run of the conversation in its ``incarnation`` (its root's) for the log;
+        ``fence`` (the publishing run's top-level session and lease epoch): dropped at the write if a
+        takeover fenced that run meanwhile."""
         if len(self._pending) >= self.max_pending:  # the database has been unreachable for long
             if not self._dropping:
                 logger.error("event log unreachable: dropping new events until it answers")
@@ -183,7 +185,7 @@ class SharedEventHub:
         kind = event.type if event.type in MARKER_KINDS else None
         status = event.status if isinstance(event, InteractionEnd) else None
         for target in self._ancestry.targets(event):  # the session and every ancestor
-            row = LogRow(target, session_id, incarnation, event.seq, body, kind, status)
+            row = LogRow(target, session_id, incarnation, event.seq, body, kind, status, fence)
             self._pending.append((row, event))
         self._ancestry.ended(event)
         self._wake.set()
@@ -221,9 +223,9 @@ class SharedEventHub:
                 del self._pending[: len(batch)]
                 self.batches += 1
                 for (row, event), cursor in zip(batch, ids, strict=True):
-                    self._deliver(
-                        StreamKey(row.stream, row.incarnation), StreamItem(cursor=cursor, event=event)
-                    )
+                    if cursor is not None:  # else refused: its run was fenced by a takeover
+                        key = StreamKey(row.stream, row.incarnation)
+                        self._deliver(key, StreamItem(cursor=cursor, event=event))
                 await self._maybe_prune()
 
     def _deliver(self, key: StreamKey, item: StreamItem) -> None:

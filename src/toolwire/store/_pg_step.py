@@ -7,6 +7,11 @@ The touch takes the session row lock first, as in the multi-statement form. The 
 read from the statement's snapshot: a writer of the same session that committed meanwhile (two runs never
 hold one session's lease, so only in a race) makes the insert hit the ``(session_id, position)``
 constraint, and the store runs the statement again.
+
+Fencing: with an ``owner`` (the run's lock owner) both statements write only while that run still holds the
+session's lock, unfenced (a takeover about to claim it fenced its epoch). The session row is claimed first (``UPDATE ... WHERE lock_owner``, ``FOR NO KEY UPDATE``), which
+waits for a takeover claiming it at that moment and then re-checks the owner, so a run whose lease was taken
+over writes nothing, and the statement's count is 0.
 """
 
 from __future__ import annotations
@@ -23,7 +28,10 @@ from toolwire.store.records import CallCompletion, StepRecord
 BEGIN_STEP = sa.text(
     """
 WITH t AS (
-    UPDATE toolwire_sessions SET updated_at = :now WHERE id = :sid RETURNING id
+    UPDATE toolwire_sessions SET updated_at = :now
+    WHERE id = :sid
+        AND (CAST(:owner AS text) IS NULL OR (lock_owner = CAST(:owner AS text) AND fenced_epoch < lock_epoch))
+    RETURNING id
 ), m AS (
     INSERT INTO toolwire_messages (id, session_id, position, role, parts, provider, model, interaction_id,
         step, created_at, step_usage, finish_reason, step_started_at, step_finished_at)
@@ -54,11 +62,12 @@ SELECT count(*) FROM t
 )
 
 
-def begin_step_params(record: StepRecord, now: float) -> dict[str, Any]:
+def begin_step_params(record: StepRecord, now: float, owner: str | None = None) -> dict[str, Any]:
     message = record.message
     calls = record.tool_calls
     return {
         "now": now,
+        "owner": owner,
         "sid": record.session_id,
         "mid": message.id,
         "role": message.role,
@@ -92,12 +101,18 @@ _USAGE_SUM = ", ".join(
 )
 FINISH_STEP = sa.text(
     f"""
-WITH m AS (
+WITH held AS (
+    SELECT id FROM toolwire_sessions
+    WHERE id = CAST(:sid AS text)
+        AND (CAST(:owner AS text) IS NULL OR (lock_owner = CAST(:owner AS text) AND fenced_epoch < lock_epoch))
+    FOR NO KEY UPDATE
+), m AS (
     INSERT INTO toolwire_messages (id, session_id, position, role, parts, provider, model, interaction_id,
         step, created_at)
-    SELECT :mid, CAST(:sid AS text),
+    SELECT :mid, held.id,
         (SELECT coalesce(max(position) + 1, 0) FROM toolwire_messages WHERE session_id = CAST(:sid AS text)),
         'tool', :parts, :provider, :model, :iid, :step, :created
+    FROM held
     WHERE CAST(:has_message AS boolean)
     ON CONFLICT (id, session_id) DO NOTHING
     RETURNING id
@@ -110,6 +125,7 @@ WITH m AS (
         CAST(:c_finished AS double precision[]))
         AS u(message_id, call_id, status, output, is_error, started_at, finished_at)
     WHERE tc.session_id = CAST(:sid AS text) AND tc.message_id = u.message_id AND tc.tool_call_id = u.call_id
+        AND EXISTS (SELECT 1 FROM held)
 ), t AS (
     UPDATE toolwire_sessions
     SET updated_at = :now,
@@ -120,7 +136,7 @@ WITH m AS (
             THEN json_build_object({_USAGE_SUM})
             ELSE usage
         END
-    WHERE id = CAST(:sid AS text)
+    WHERE id IN (SELECT id FROM held)
     RETURNING id
 )
 SELECT count(*) FROM t
@@ -138,10 +154,12 @@ def finish_step_params(
     last_seq: int,
     completed: Sequence[CallCompletion],
     now: float,
+    owner: str | None = None,
 ) -> dict[str, Any]:
     message = tool_message
     return {
         "now": now,
+        "owner": owner,
         "sid": session_id,
         "seq": last_seq,
         "has_message": message is not None,

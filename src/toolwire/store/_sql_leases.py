@@ -25,6 +25,27 @@ EXPIRED_RUNS = (
     .order_by(sessions.c.lock_expires_at)
     .limit(sa.bindparam("x_limit"))
 )
+RENEW_LEASE = (
+    sa.update(sessions)
+    .where(
+        sessions.c.id == sa.bindparam("n_id"),
+        sessions.c.lock_owner == sa.bindparam("n_owner"),
+        sessions.c.fenced_epoch < sessions.c.lock_epoch,
+    )
+    .values(lock_expires_at=sa.bindparam("n_expires"))
+)
+"""A run's renewal: only while it still holds the lock, unfenced (a renewal never claims a lock freed
+meanwhile, nor keeps one a takeover is claiming)."""
+FENCE_EXPIRED = (
+    sa.update(sessions)
+    .where(
+        sessions.c.id == sa.bindparam("f_id"),
+        sessions.c.lock_owner.is_not(None),
+        sessions.c.lock_expires_at < sa.bindparam("f_now"),
+    )
+    .values(fenced_epoch=sessions.c.lock_epoch)
+)
+"""A takeover's first step: the expired run's epoch is fenced (its events are refused from now on)."""
 RAISE_LAST_SEQ = (
     sa.update(sessions)
     .where(sessions.c.id == sa.bindparam("r_id"), sessions.c.last_seq < sa.bindparam("r_seq"))

@@ -13,7 +13,7 @@ from pydantic_core import PydanticSerializationError
 from sqlalchemy.dialects import postgresql, sqlite
 
 from toolwire.agent.history import INTERRUPTED_OUTPUT
-from toolwire.errors import ConfigError, StoreError
+from toolwire.errors import ConfigError, LeaseLostError, StoreError
 from toolwire.messages import (
     Message,
     Part,
@@ -52,6 +52,16 @@ COMPLETE_CALL = (
         finished_at=sa.bindparam("finished_at"),
     )
 )
+HELD_BY = sa.select(sessions.c.id).where(
+    sessions.c.id == sa.bindparam("b_session_id"),
+    sessions.c.lock_owner == sa.bindparam("b_owner"),
+    sessions.c.fenced_epoch < sessions.c.lock_epoch,
+)
+COMPLETE_HELD_CALL = COMPLETE_CALL.where(sa.exists(HELD_BY.with_for_update(read=True)))
+""":data:`COMPLETE_CALL` for a run holding the session's lease (``b_owner``): a write of a run whose lease was
+taken over changes nothing. On PostgreSQL the session row is read ``FOR SHARE``: the check waits for a takeover
+claiming the lease at that moment and sees its outcome, so the zombie's write and the takeover's reading of the
+calls are never interleaved."""
 
 
 def check_schema(conn: sa.Connection) -> None:
@@ -67,13 +77,23 @@ def check_schema(conn: sa.Connection) -> None:
 def upgrade_schema(conn: sa.Connection, *, postgres: bool) -> None:
     """Bring tables made by an earlier toolwire to this schema (in the schema-creating transaction).
 
-    The one change so far: the statuses of paused runs (``awaiting_*``, ``denied``, ``unanswered``), which
+    Columns added since: the lease epochs of the session row (``lock_epoch``, ``fenced_epoch``), added with
+    their default 0 (both engines add a column in place).
+
+    The constraint changed so far: the statuses of paused runs (``awaiting_*``, ``denied``, ``unanswered``), which
     the ``status`` CHECK of an older database refuses (``status`` was also ``VARCHAR(16)``). PostgreSQL
     alters the column and the constraint in place; SQLite cannot alter a constraint, so the table is
     rebuilt and its rows copied (https://sqlite.org/lang_altertable.html#otheralter). A no-op once done.
     """
+    inspector = sa.inspect(conn)
+    present = {column["name"] for column in inspector.get_columns(sessions.name)}
+    for column in ("lock_epoch", "fenced_epoch"):
+        if column not in present:
+            conn.execute(
+                sa.text(f"ALTER TABLE {sessions.name} ADD COLUMN {column} BIGINT NOT NULL DEFAULT 0")
+            )
     name = "ck_toolwire_tool_calls_status"
-    checks = sa.inspect(conn).get_check_constraints(tool_calls.name)
+    checks = inspector.get_check_constraints(tool_calls.name)
     current = next((str(c["sqltext"]) for c in checks if c.get("name") == name), None)
     if current is None or "awaiting_subagent" in current:
         return
@@ -138,6 +158,11 @@ def usage_from_json(data: Any) -> Usage:
 TOUCH = (
     sa.update(sessions).where(sessions.c.id == sa.bindparam("t_id")).values(updated_at=sa.bindparam("t_now"))
 )
+TOUCH_HELD = TOUCH.where(
+    sessions.c.lock_owner == sa.bindparam("t_owner"), sessions.c.fenced_epoch < sessions.c.lock_epoch
+)
+""":data:`TOUCH` by the run holding the session's lock (``t_owner``), not fenced by a takeover about to claim
+it: nothing changes once it was (or is being) taken over."""
 TOUCH_SEQ = (
     sa.update(sessions)
     .where(sessions.c.id == sa.bindparam("t_id"))
@@ -215,14 +240,27 @@ SESSION_TOOL_CALLS = (
 )
 
 
-def touch(conn: sa.Connection, session_id: str, *, last_seq: int | None = None) -> None:
-    """Bump ``updated_at`` (and ``last_seq``); on PostgreSQL its row lock serialises the session's writers."""
-    if last_seq is None:
+def touch(
+    conn: sa.Connection, session_id: str, *, last_seq: int | None = None, fence: str | None = None
+) -> None:
+    """Bump ``updated_at`` (and ``last_seq``); on PostgreSQL its row lock serialises the session's writers.
+    ``fence``: only while that run holds the session's lock, else :class:`LeaseLostError` (the transaction
+    writes nothing)."""
+    if fence is not None:
+        changed = write_rows(conn, TOUCH_HELD, {"t_id": session_id, "t_now": time.time(), "t_owner": fence})
+    elif last_seq is None:
         changed = write_rows(conn, TOUCH, {"t_id": session_id, "t_now": time.time()})
     else:
         changed = write_rows(conn, TOUCH_SEQ, {"t_id": session_id, "t_now": time.time(), "t_seq": last_seq})
     if changed != 1:
-        raise StoreError(f"unknown session {session_id!r}: call ensure_session first")
+        raise refused_write(session_id, fence)
+
+
+def refused_write(session_id: str, fence: str | None) -> StoreError:
+    """The error of a write whose session row did not match: a lost lease when the write was fenced."""
+    if fence is not None:
+        return LeaseLostError(f"session {session_id}: the run's lease was taken over; its write was refused")
+    return StoreError(f"unknown session {session_id!r}: call ensure_session first")
 
 
 _USAGE_FIELDS = tuple(Usage.__dataclass_fields__)
@@ -240,7 +278,7 @@ SET updated_at = :t_now,
     })
         ELSE usage
     END
-WHERE id = :t_id
+WHERE id = :t_id AND (:t_owner IS NULL OR (lock_owner = :t_owner AND fenced_epoch < lock_epoch))
 """
 )
 """SQLite, a step's end for the session row: ``updated_at``, ``last_seq`` and the usage total summed by
@@ -249,11 +287,19 @@ tool message is not stored yet: a retry after a lost commit acknowledgement adds
 
 
 def finish_session(
-    conn: sa.Connection, session_id: str, *, last_seq: int, usage: Usage, message_id: str | None
+    conn: sa.Connection,
+    session_id: str,
+    *,
+    last_seq: int,
+    usage: Usage,
+    message_id: str | None,
+    fence: str | None = None,
 ) -> None:
-    """:data:`SQLITE_FINISH_SESSION`, run before the tool message ``message_id`` is inserted."""
+    """:data:`SQLITE_FINISH_SESSION`, run before the tool message ``message_id`` is inserted (``fence``: by the
+    run holding the lock, as :func:`touch`)."""
     params: dict[str, Any] = {
         "t_id": session_id,
+        "t_owner": fence,
         "t_now": time.time(),
         "t_seq": last_seq,
         "t_add": usage != Usage(),
@@ -261,7 +307,7 @@ def finish_session(
         **{f"u_{name}": getattr(usage, name) for name in _USAGE_FIELDS},
     }
     if write_rows(conn, SQLITE_FINISH_SESSION, params) != 1:
-        raise StoreError(f"unknown session {session_id!r}: call ensure_session first")
+        raise refused_write(session_id, fence)
 
 
 def insert_message(
@@ -306,12 +352,17 @@ def session_values(info: SessionInfo) -> dict[str, Any]:
         "updated_at": info.updated_at,
         "last_seq": info.last_seq,
         "usage": usage_to_json(info.usage),
+        "lock_epoch": 0,
+        "fenced_epoch": 0,
     }
 
 
-def completion_row(session_id: str, c: CallCompletion) -> dict[str, Any]:
-    """The parameters of :data:`COMPLETE_CALL` for one call's end."""
+def completion_row(session_id: str, c: CallCompletion, fence: str | None = None) -> dict[str, Any]:
+    """The parameters of :data:`COMPLETE_CALL` for one call's end (of :data:`COMPLETE_HELD_CALL` with
+    ``fence``, the lock owner of the run writing it)."""
+    fenced = {} if fence is None else {"b_owner": fence}
     return {
+        **fenced,
         "b_session_id": session_id,
         "b_message_id": c.message_id,
         "b_tool_call_id": c.tool_call_id,

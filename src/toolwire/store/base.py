@@ -17,6 +17,12 @@ During a run, exactly one object writes: the loop's :class:`~toolwire.agent._rec
    in one transaction (in either case before anyone hears of the result); then :meth:`Store.unlock_session`. A paused step's message holds the results it
    has; the run that answers the waiting calls stores theirs in another (``load_history`` merges them).
 
+Fencing: a run passes its lock owner as ``fence`` to every write of the hook (``append_message``,
+``begin_step``, ``complete_tool_call``, ``finish_step``): the write happens only while that run still holds the
+session's lock, else it raises :class:`~toolwire.errors.LeaseLostError` and writes nothing (a completion written
+in a group commit is dropped silently instead; the run's next fenced write raises). Owners name one run, and a
+run never claims the lock again once it lost it (:meth:`Store.renew_lease`), so the owner is the run's token.
+
 A run reads with :meth:`Store.open_history` (the repaired history and the calls a paused run left
 awaiting).
 
@@ -124,7 +130,9 @@ class Store(ABC):
         """
 
     @abstractmethod
-    async def append_message(self, session_id: str, message: Message, *, interaction_id: str) -> None: ...
+    async def append_message(
+        self, session_id: str, message: Message, *, interaction_id: str, fence: str | None = None
+    ) -> None: ...
 
     @abstractmethod
     async def import_history(
@@ -139,7 +147,7 @@ class Store(ABC):
         """
 
     @abstractmethod
-    async def begin_step(self, record: StepRecord) -> None:
+    async def begin_step(self, record: StepRecord, *, fence: str | None = None) -> None:
         """Assistant message + pending tool calls, one transaction. Idempotent on (session_id, tool_call_id)."""
 
     @abstractmethod
@@ -154,6 +162,7 @@ class Store(ABC):
         started_at: float | None,
         finished_at: float | None,
         message_id: str | None = None,
+        fence: str | None = None,
     ) -> None:
         """Record a call's outcome. ``message_id`` (the step's assistant message) names the call exactly;
         without it the latest row with that ``tool_call_id`` is updated."""
@@ -169,6 +178,7 @@ class Store(ABC):
         usage: Usage,
         last_seq: int,
         completed: Sequence[CallCompletion] = (),
+        fence: str | None = None,
     ) -> None:
         """The step's tool-result message, usage added to the session total, last seq, and the rows of
         ``completed`` calls (as :meth:`complete_tool_call` writes them): one transaction."""
@@ -265,6 +275,11 @@ class Store(ABC):
 
     async def lock_session(self, session_id: str, owner: str, *, ttl: float = 600.0) -> None:
         """Claim the session for one run; raise :class:`SessionBusyError` if another run holds it."""
+
+    async def renew_lease(self, session_id: str, owner: str, *, ttl: float) -> bool:
+        """Extend the lock ``owner`` holds by ``ttl``; ``False`` (changing nothing) once it no longer holds
+        it. Never claims a lock: a run whose lease was taken over must not take a freed lock back."""
+        return True
 
     async def unlock_session(self, session_id: str, owner: str) -> None: ...
 

@@ -58,19 +58,28 @@ _DDL = (
 )
 
 # One round trip per batch: the rows in input order (ids follow it), and one NOTIFY per stream touched
-# (delivered at commit). The NOTIFY rows come back with id -1.
+# (delivered at commit). The NOTIFY rows come back with id -1, the rows refused by their fence as -n (n: the
+# row's place, from 1), with id 0. Fencing: a row of a run (fence: the run's top-level session, $7, and its lease
+# epoch, $8) is written only while a takeover has not fenced that epoch; the session row is read FOR SHARE, so
+# a takeover fencing it at that moment is waited for and seen.
 _INSERT = """
-WITH ins AS (
+WITH src AS (
+    SELECT t.*, (t.fs IS NULL OR coalesce(t.fe > (
+        SELECT f.fenced_epoch FROM toolwire_sessions AS f WHERE f.id = t.fs FOR SHARE
+    ), false)) AS ok
+    FROM unnest(
+        $1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[], $10::text[],
+        $11::bigint[]
+    ) WITH ORDINALITY AS t(s, e, i, q, k, st, b, fs, fe, n)
+), ins AS (
     INSERT INTO toolwire_events (stream, session_id, incarnation, seq, kind, status, body, created_at)
-    SELECT t.s, t.e, t.i, t.q, t.k, t.st, t.b, $8
-    FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[])
-        WITH ORDINALITY AS t(s, e, i, q, k, st, b, n)
-    ORDER BY t.n
+    SELECT src.s, src.e, src.i, src.q, src.k, src.st, src.b, $8 FROM src WHERE src.ok
+    ORDER BY src.n
     RETURNING id, stream
 ), note AS (
     SELECT pg_notify($9, d.stream) FROM (SELECT DISTINCT stream FROM ins) AS d
 )
-SELECT id FROM ins UNION ALL SELECT -1 FROM note
+SELECT id FROM ins UNION ALL SELECT -1 FROM note UNION ALL SELECT -1 - src.n FROM src WHERE NOT src.ok
 """
 # Up to $4 rows after cursor $3, each with its body while the bodies before it add up to less than $5
 # bytes, then without (``NULL``): a page never holds much more than $5 bytes of bodies, however large the
@@ -121,6 +130,9 @@ class LogRow:
     body: str
     kind: str | None = None
     status: str | None = None
+    fence: tuple[str, int] | None = None
+    """The run that published it: its top-level session and lease epoch. The row is refused once a takeover
+    fenced that epoch (the run was a zombie: its seqs belong to the run that took it over)."""
 
 
 class EventLog:
@@ -148,8 +160,8 @@ class EventLog:
         raw = await conn.get_raw_connection()
         return conn, raw.driver_connection
 
-    async def insert(self, driver: Any, rows: Sequence[LogRow], now: float) -> list[int]:
-        """Write ``rows`` and wake every listener; the ids in ``rows`` order."""
+    async def insert(self, driver: Any, rows: Sequence[LogRow], now: float) -> list[int | None]:
+        """Write ``rows`` and wake every listener; the ids in ``rows`` order (``None``: refused by its fence)."""
         result = await driver.fetch(
             _INSERT,
             [r.stream for r in rows],
@@ -161,8 +173,12 @@ class EventLog:
             [r.body for r in rows],
             now,
             self.channel,
+            [r.fence[0] if r.fence is not None else None for r in rows],
+            [r.fence[1] if r.fence is not None else 0 for r in rows],
         )
-        return sorted(r[0] for r in result if r[0] > 0)
+        refused = {-1 - r[0] for r in result if r[0] < -1}
+        ids = iter(sorted(r[0] for r in result if r[0] > 0))
+        return [None if n in refused else next(ids) for n in range(1, len(rows) + 1)]
 
     async def _query(self, method: str, sql: str, *args: Any) -> Any:
         async with self.engine.connect() as conn:

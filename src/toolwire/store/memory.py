@@ -10,7 +10,7 @@ from typing import Any
 
 from toolwire._fast_init import fast_replace
 from toolwire.agent.history import INTERRUPTED_OUTPUT
-from toolwire.errors import SessionBusyError
+from toolwire.errors import LeaseLostError, SessionBusyError
 from toolwire.messages import Message, Usage
 from toolwire.store._locks import owner_is_dead
 from toolwire.store.base import Store
@@ -79,7 +79,10 @@ class MemoryStore(Store):
         rows.sort(key=lambda s: (-s.updated_at, s.id))
         return rows[:limit]
 
-    async def append_message(self, session_id: str, message: Message, *, interaction_id: str) -> None:
+    async def append_message(
+        self, session_id: str, message: Message, *, interaction_id: str, fence: str | None = None
+    ) -> None:
+        self._check_fence(session_id, fence)
         self._messages[session_id].append(message)
         self._touch(session_id)
 
@@ -94,7 +97,8 @@ class MemoryStore(Store):
         self._touch(info.id)
         return True
 
-    async def begin_step(self, record: StepRecord) -> None:
+    async def begin_step(self, record: StepRecord, *, fence: str | None = None) -> None:
+        self._check_fence(record.session_id, fence)
         self._messages[record.session_id].append(record.message)
         self._steps.setdefault(record.session_id, []).append(
             StoredStep(
@@ -125,7 +129,10 @@ class MemoryStore(Store):
         started_at: float | None,
         finished_at: float | None,
         message_id: str | None = None,
+        fence: str | None = None,
     ) -> None:
+        if fence is not None and not self._holds(session_id, fence):
+            return  # as the SQL store's group commit: dropped, noticed at the run's next fenced write
         calls = self._calls[session_id]
         if message_id is None:  # the latest call with that id
             key = next((k for k in reversed(calls) if k[1] == tool_call_id), ("", tool_call_id))
@@ -152,7 +159,9 @@ class MemoryStore(Store):
         usage: Usage,
         last_seq: int,
         completed: Sequence[CallCompletion] = (),
+        fence: str | None = None,
     ) -> None:
+        self._check_fence(session_id, fence)
         for c in completed:
             await self.complete_tool_call(
                 session_id,
@@ -242,6 +251,22 @@ class MemoryStore(Store):
         if holder is not None and holder[0] != owner and holder[1] > now and not owner_is_dead(holder[0]):
             raise SessionBusyError(f"session {session_id} is busy with another run")
         self._locks[session_id] = (owner, now + ttl)
+
+    async def renew_lease(self, session_id: str, owner: str, *, ttl: float) -> bool:
+        if not self._holds(session_id, owner):
+            return False
+        self._locks[session_id] = (owner, time.time() + ttl)
+        return True
+
+    def _holds(self, session_id: str, owner: str) -> bool:
+        holder = self._locks.get(session_id)
+        return holder is not None and holder[0] == owner
+
+    def _check_fence(self, session_id: str, fence: str | None) -> None:
+        if fence is not None and not self._holds(session_id, fence):
+            raise LeaseLostError(
+                f"session {session_id}: the run's lease was taken over; its write was refused"
+            )
 
     async def unlock_session(self, session_id: str, owner: str) -> None:
         holder = self._locks.get(session_id)

@@ -163,3 +163,6 @@ class OpenedHistory:
     """The calls waiting for a person (``awaiting_*``), in recorded order: what a resumed run answers."""
     interrupted: list[CallKey] = field(default_factory=list)
     """The calls found unfinished and recorded as interrupted now (their run's process died)."""
+    epoch: int = 0
+    """The lease epoch of this run's claim of the session (the session's count of claims, this one
+    included): the run's events are refused once a takeover fenced it (0: the store keeps no epochs)."""

@@ -26,5 +26,7 @@ class Replication:
     lease_ttl: float
     """Seconds a run's lease lasts unless renewed (a replica that stops renewing is taken over after it)."""
     expired_runs: ExpiredRuns
+    fence_expired: Callable[[str], Awaitable[None]]
+    """Fence the run whose lease on a session expired: its writes and events are refused from now on."""
     raise_last_seq: Callable[[str, int], Awaitable[None]]
     """Record that a session's events up to a seq were published (a run taking over numbers after them)."""

@@ -47,6 +47,10 @@ sessions = sa.Table(
     sa.Column("usage", sa.JSON, nullable=False),
     sa.Column("lock_owner", sa.String(255), nullable=True),
     sa.Column("lock_expires_at", _Timestamp, nullable=True),
+    # Fencing: every claim of the lock adds one to ``lock_epoch``; a takeover sets ``fenced_epoch`` to the
+    # epoch it takes the lease from, so that run's late events are refused (``store.event_log``).
+    sa.Column("lock_epoch", sa.BigInteger, nullable=False, default=0, server_default="0"),
+    sa.Column("fenced_epoch", sa.BigInteger, nullable=False, default=0, server_default="0"),
     sa.Index("ix_toolwire_sessions_user_updated", "user_id", "updated_at"),
     sa.Index("ix_toolwire_sessions_updated", "updated_at"),
 )

@@ -24,11 +24,12 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from toolwire.errors import ConfigError, MissingExtraError, SessionBusyError, StoreError
@@ -44,9 +45,10 @@ from toolwire.store._sql_engine import (
     normalise_url,
     retryable,
 )
-from toolwire.store._sql_leases import EXPIRED_RUNS, RAISE_LAST_SEQ, lease_seconds
+from toolwire.store._sql_leases import EXPIRED_RUNS, FENCE_EXPIRED, RAISE_LAST_SEQ, RENEW_LEASE, lease_seconds
 from toolwire.store._sql_rows import (
     COMPLETE_CALL,
+    COMPLETE_HELD_CALL,
     HAS_MESSAGES,
     MARK_INTERRUPTED,
     SESSION_MESSAGES,
@@ -57,6 +59,7 @@ from toolwire.store._sql_rows import (
     finish_session,
     insert_message,
     message_from_row,
+    refused_write,
     session_from_row,
     session_values,
     tool_call_from_row,
@@ -231,9 +234,11 @@ class SQLStore(Store):
 
     # -- the hook ------------------------------------------------------------------------------
 
-    async def append_message(self, session_id: str, message: Message, *, interaction_id: str) -> None:
+    async def append_message(
+        self, session_id: str, message: Message, *, interaction_id: str, fence: str | None = None
+    ) -> None:
         def op(conn: sa.Connection) -> None:
-            touch(conn, session_id)
+            touch(conn, session_id, fence=fence)
             insert_message(conn, session_id, message, interaction_id=interaction_id)
 
         await self._write("append a message", op)
@@ -253,21 +258,21 @@ class SQLStore(Store):
 
         return await self._write("import a history", op)
 
-    async def begin_step(self, record: StepRecord) -> None:
+    async def begin_step(self, record: StepRecord, *, fence: str | None = None) -> None:
         session_id = record.session_id
         rows = [tool_call_row(session_id, call) for call in record.tool_calls]
         if self._postgres:  # one statement, one round trip
-            params = begin_step_params(record, time.time())
+            params = begin_step_params(record, time.time(), fence)
 
             def one(conn: sa.Connection) -> None:
                 if conn.execute(BEGIN_STEP, params).scalar() != 1:
-                    raise StoreError(f"unknown session {session_id!r}: call ensure_session first")
+                    raise refused_write(session_id, fence)
 
             await self._write("begin a step", one, single=True)
             return
 
         def op(conn: sa.Connection) -> None:
-            touch(conn, session_id)
+            touch(conn, session_id, fence=fence)
             step_columns = {
                 "step_usage": usage_to_json(record.usage),
                 "finish_reason": record.finish_reason,
@@ -303,6 +308,7 @@ class SQLStore(Store):
         started_at: float | None,
         finished_at: float | None,
         message_id: str | None = None,
+        fence: str | None = None,
     ) -> None:
         if message_id is None:  # the latest call with this id (callers that do not know the message)
             latest = (
@@ -326,6 +332,7 @@ class SQLStore(Store):
                 started_at=started_at,
                 finished_at=finished_at,
             ),
+            fence,
         )
         # Group commit: completions that arrive while a write is in flight (parallel calls finishing
         # together) share the next transaction. Each caller still returns only once its row is durable.
@@ -334,7 +341,7 @@ class SQLStore(Store):
             if self._completions:  # a batch of another event loop is pending: do not mix futures
 
                 def alone(conn: sa.Connection) -> None:
-                    conn.execute(COMPLETE_CALL, [row])
+                    conn.execute(COMPLETE_HELD_CALL if fence is not None else COMPLETE_CALL, [row])
 
                 await self._write("complete a tool call", alone, single=True)
                 return
@@ -350,7 +357,14 @@ class SQLStore(Store):
             batch, self._completions = self._completions, []
 
             def op(conn: sa.Connection, batch: list[tuple[Any, asyncio.Future[None]]] = batch) -> None:
-                write_rows(conn, COMPLETE_CALL, [row for row, _ in batch])  # one executemany for the batch
+                # One executemany per kind in the batch: the rows of runs holding a lease are written only
+                # while they still hold it (a refused row is noticed at the run's next fenced write).
+                held = [row for row, _ in batch if "b_owner" in row]
+                free = [row for row, _ in batch if "b_owner" not in row]
+                if held:
+                    write_rows(conn, COMPLETE_HELD_CALL, held)
+                if free:
+                    write_rows(conn, COMPLETE_CALL, free)
 
             try:
                 await self._write("complete a tool call", op, single=True)
@@ -375,6 +389,7 @@ class SQLStore(Store):
         usage: Usage,
         last_seq: int,
         completed: Sequence[CallCompletion] = (),
+        fence: str | None = None,
     ) -> None:
         if self._postgres:  # one statement, one round trip
             params = finish_step_params(
@@ -386,11 +401,12 @@ class SQLStore(Store):
                 last_seq=last_seq,
                 completed=completed,
                 now=time.time(),
+                owner=fence,
             )
 
             def one(conn: sa.Connection) -> None:
                 if conn.execute(FINISH_STEP, params).scalar() != 1:
-                    raise StoreError(f"unknown session {session_id!r}: call ensure_session first")
+                    raise refused_write(session_id, fence)
 
             await self._write("finish a step", one, single=True)
             return
@@ -401,7 +417,9 @@ class SQLStore(Store):
         def op(conn: sa.Connection) -> None:
             # First: the session row (its usage summed in the statement, unless the tool message is
             # stored already: a retry after a lost commit acknowledgement), then the rows (idempotent).
-            finish_session(conn, session_id, last_seq=last_seq, usage=usage, message_id=message_id)
+            finish_session(
+                conn, session_id, last_seq=last_seq, usage=usage, message_id=message_id, fence=fence
+            )
             if rows:
                 write_rows(conn, COMPLETE_CALL, rows)
             if tool_message is not None:
@@ -470,6 +488,7 @@ class SQLStore(Store):
             engine=self.engine,
             lease_ttl=self.lease_ttl,
             expired_runs=self.expired_runs,
+            fence_expired=self.fence_expired,
             raise_last_seq=self.raise_last_seq,
         )
 
@@ -596,21 +615,27 @@ class SQLStore(Store):
 
     def _lock_session(
         self, conn: sa.Connection, session_id: str, owner: str, ttl: float, *, takeover: bool = False
-    ) -> None:
-        """:meth:`lock_session` inside ``conn``'s transaction. A ``takeover`` claims only a lease still held
-        by a dead or expired run: one that was released meanwhile (the faster replica took the run over
-        and finished it) is not taken again."""
+    ) -> int:
+        """:meth:`lock_session` inside ``conn``'s transaction; returns the claim's epoch (each claim adds one).
+        A ``takeover`` claims only a lease still held by a dead or expired run: one that was released
+        meanwhile (the faster replica took the run over and finished it) is not taken again."""
         now = time.time()
-        held = {"lock_owner": owner, "lock_expires_at": now + ttl}
+        held = {"lock_owner": owner, "lock_expires_at": now + ttl, "lock_epoch": sessions.c.lock_epoch + 1}
         expired = sessions.c.lock_expires_at <= now
         claimable = (
             sa.and_(sessions.c.lock_owner.is_not(None), expired)
             if takeover
             else sa.or_(sessions.c.lock_owner.is_(None), sessions.c.lock_owner == owner, expired)
         )
-        claim = sa.update(sessions).where(sessions.c.id == session_id, claimable).values(**held)
-        if (conn.execute(claim)).rowcount == 1:
-            return
+        claim = (
+            sa.update(sessions)
+            .where(sessions.c.id == session_id, claimable)
+            .values(**held)
+            .returning(sessions.c.lock_epoch)
+        )
+        epoch = conn.execute(claim).scalar()
+        if epoch is not None:
+            return int(epoch)
         query = sa.select(sessions.c.lock_owner).where(sessions.c.id == session_id)
         row = (conn.execute(query)).first()
         if row is None:
@@ -620,9 +645,15 @@ class SQLStore(Store):
             # Freed meanwhile, or its holder was killed: claim it on condition that it is still so,
             # so of two processes taking over only one wins.
             same = sessions.c.lock_owner.is_(None) if holder is None else sessions.c.lock_owner == holder
-            take_over = sa.update(sessions).where(sessions.c.id == session_id, same).values(**held)
-            if (conn.execute(take_over)).rowcount == 1:
-                return
+            take_over = (
+                sa.update(sessions)
+                .where(sessions.c.id == session_id, same)
+                .values(**held)
+                .returning(sessions.c.lock_epoch)
+            )
+            epoch = conn.execute(take_over).scalar()
+            if epoch is not None:
+                return int(epoch)
         raise SessionBusyError(f"session {session_id} is busy with another run")
 
     async def open_run(
@@ -644,16 +675,20 @@ class SQLStore(Store):
 
         def op(conn: sa.Connection) -> tuple[SessionInfo, OpenedHistory]:
             if not takeover:  # (a takeover claims only a lease held before: never a new session)
-                locked = {**new_row, "lock_owner": owner, "lock_expires_at": time.time() + ttl}
+                locked = {
+                    **new_row,
+                    "lock_owner": owner,
+                    "lock_expires_at": time.time() + ttl,
+                    "lock_epoch": 1,
+                }
                 if write_rows(conn, create, locked) == 1:
                     # A new session, created already locked by this run: the caller owns it and it has
                     # no history, so there is nothing more to check or read (one statement, not five).
-                    return info, repaired_history(
-                        [], [], max_output_chars=max_output_chars, mark_interrupted=True
-                    )
+                    fresh = repaired_history([], [], max_output_chars=max_output_chars, mark_interrupted=True)
+                    return info, replace(fresh, epoch=1)
             stored = self._ensure_session(conn, info)
             check_owner(stored, info.user_id, parent_session_id=info.parent_session_id, top_level=top_level)
-            self._lock_session(conn, info.id, owner, ttl, takeover=takeover)
+            epoch = self._lock_session(conn, info.id, owner, ttl, takeover=takeover)
             opened = repaired_history(
                 [message_from_row(row) for row in conn.execute(SESSION_MESSAGES, key)],
                 [tool_call_from_row(row) for row in conn.execute(SESSION_TOOL_CALLS, key)],
@@ -662,9 +697,30 @@ class SQLStore(Store):
             )
             if opened.interrupted:
                 conn.execute(MARK_INTERRUPTED, _interrupted_rows(info.id, opened.interrupted))
-            return stored, opened
+            return stored, replace(opened, epoch=epoch)
 
         return await self._write("open a run", op)
+
+    async def renew_lease(self, session_id: str, owner: str, *, ttl: float) -> bool:
+        """Extend the lock ``owner`` holds; ``False`` (changing nothing) when it no longer holds it. Never
+        claims: a run whose lease was taken over and then released must not take the free lock back."""
+        params = {"n_id": session_id, "n_owner": owner, "n_expires": time.time() + ttl}
+
+        def op(conn: sa.Connection) -> bool:
+            return bool(conn.execute(RENEW_LEASE, params).rowcount == 1)
+
+        return await self._write("renew a run lease", op, single=True)
+
+    async def fence_expired(self, session_id: str) -> None:
+        """Fence the run whose lease on ``session_id`` expired (a takeover is about to claim it): its events
+        are refused from now on (``fenced_epoch``), before the taker reads the highest published seq. A
+        lease released or renewed meanwhile is left alone."""
+        params = {"f_id": session_id, "f_now": time.time()}
+
+        def op(conn: sa.Connection) -> None:
+            conn.execute(FENCE_EXPIRED, params)
+
+        await self._write("fence an expired run", op, single=True)
 
     async def unlock_session(self, session_id: str, owner: str) -> None:
         statement = (
@@ -706,9 +762,9 @@ class SQLStore(Store):
                 return await self._runner.run(op, write=True, single=single)
             except DBAPIError as exc:
                 if attempt == _MAX_ATTEMPTS or not (retryable(exc) or exc.connection_invalidated):
-                    raise StoreError(f"store failed to {what}: {describe(exc)}") from exc
+                    raise _failed(what, exc) from exc
             except (SQLAlchemyError, OSError) as exc:
-                raise StoreError(f"store failed to {what}: {describe(exc)}") from exc
+                raise _failed(what, exc) from exc
             await asyncio.sleep(random.uniform(0, 0.005 * 2**attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -718,10 +774,22 @@ class SQLStore(Store):
                 return await self._runner.run(op, write=False)
             except DBAPIError as exc:
                 if attempt == 2 or not exc.connection_invalidated:  # a pooled connection the database dropped
-                    raise StoreError(f"store failed to {what}: {describe(exc)}") from exc
+                    raise _failed(what, exc) from exc
             except (SQLAlchemyError, OSError) as exc:
-                raise StoreError(f"store failed to {what}: {describe(exc)}") from exc
+                raise _failed(what, exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _failed(what: str, exc: BaseException) -> StoreError:
+    """The :class:`StoreError` of a failed operation, marked ``unreachable`` when the database could not be
+    reached: no connection (refused, reset: ``OSError``), a connection it dropped, or one it refused while
+    starting or stopping (the driver's connection errors, which SQLAlchemy reports as ``OperationalError``
+    or ``InterfaceError``)."""
+    error = StoreError(f"store failed to {what}: {describe(exc)}")
+    error.unreachable = isinstance(exc, OSError | OperationalError | InterfaceError) or (
+        isinstance(exc, DBAPIError) and exc.connection_invalidated
+    )
+    return error
 
 
 def _interrupted_rows(session_id: str, calls: Sequence[CallKey]) -> list[dict[str, str]]:
