@@ -45,7 +45,7 @@ async def test_the_event_log_refuses_only_the_events_of_a_run_whose_lease_was_ta
         assert late[0] is None  # the zombie's: refused
         assert late[1] is not None and late[2] is not None  # the taker's; an event of no run
         assert late[1] < late[2]
-        rows = await log.after_seq(SID, 0, 10)
+        rows = await log.after_seq(SID, 1, 0, 10)
         assert [seq for _, _, seq in rows] == [5, 6, 7, 8]
         # Fencing is by the highest fenced epoch: an even older run's event arriving only now is refused
         # too (documented: only after it had released and a later run stalled for a whole lease).
