@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+import toolwire
+from toolwire import Agent, open_store
 from toolwire.events import (
     AgentEvent,
     InteractionEnd,
@@ -38,11 +40,13 @@ from toolwire.messages import (
     FilePart,
     Message,
     MessageAdapter,
+    Part,
     ReasoningPart,
     TextPart,
     ToolCallPart,
     ToolResultPart,
 )
+from toolwire.models.scripted import ScriptedModel
 from toolwire.transcript import (
     MessageAdded,
     Transcript,
@@ -618,3 +622,45 @@ def test_merge_histories_interleaves_sub_sessions_where_they_happened() -> None:
     assert merge_histories(per_session) == history
     resumed = Transcript.from_history(merge_histories(per_session), parents=scenario["parents"])
     assert _messages(resumed) == scenario["expected"]["messages"]
+
+
+# -- through a real agent ---------------------------------------------------------------------------------
+
+
+async def test_an_agent_whose_model_reuses_call_ids_shows_every_call_live_and_resumed(tmp_path: Path) -> None:
+    """A local server numbering calls per response: ``call_0`` on every step and every turn (issue 28)."""
+
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"{city}: {len(city)} °C"
+
+    def asks(*cities: str) -> list[list[Part]]:
+        steps: list[list[Part]] = [
+            [ToolCallPart(tool_call_id="call_0", tool_name="weather", args={"city": c})] for c in cities
+        ]
+        return [[TextPart(text="Checking."), *steps[0]], *steps[1:], [TextPart(text="Done.")]]
+
+    store = await open_store(f"sqlite+aiosqlite:///{tmp_path / 'reused.db'}")
+    model = ScriptedModel([*asks("Paris", "Rome"), *asks("Oslo")])
+    agent = Agent(model, tools=[toolwire.tool(weather)], store=store)
+    live = Transcript()
+    async for event in agent.stream("Paris and Rome?", session_id="S"):
+        live.apply(event)
+    async for event in agent.stream("And Oslo?", session_id="S"):
+        live.apply(event)
+    resumed = Transcript.from_history(await store.raw_messages("S"))
+    await store.close()
+
+    shown = [
+        (m.text, [(c.tool_call_id, c.args["city"], c.result) for c in m.tool_calls]) for m in live.messages
+    ]
+    assert shown == [
+        ("Paris and Rome?", []),
+        ("Checking.", [("call_0", "Paris", "Paris: 5 °C"), ("call_0", "Rome", "Rome: 4 °C")]),
+        ("Done.", []),
+        ("And Oslo?", []),
+        ("Checking.", [("call_0", "Oslo", "Oslo: 4 °C")]),
+        ("Done.", []),
+    ]
+    assert live.active_tools == {}
+    assert resumed.snapshot() == live.snapshot().persistent()
