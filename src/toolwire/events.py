@@ -1,8 +1,10 @@
 """Agent events: what the one loop emits and every client (CLI, server, transcript) consumes.
 
 Every event carries the session envelope (``session_id``, ``parent_session_id``, ``user_session_id``,
-``interaction_id``, per-session ``seq``). Consumers match tool events by ``(session_id, tool_call_id)``,
-never by arrival order: sub-agent events interleave with their parent's.
+``interaction_id``, per-session ``seq``). Consumers match tool events by ``(session_id, tool_call_id)``
+and, where the event names it, the assistant ``message_id`` (providers that number calls per response
+reuse ``call_0`` on every turn), never by arrival order: sub-agent events interleave with their parent's.
+An event of a call without ``message_id`` names the latest call with that id in its session.
 
 Every event also has a ``type`` literal: its discriminator on the wire (``event_to_dict``) and the name
 ``agent.on(...)`` subscribes by (:mod:`toolwire.observability` adds a few short aliases).
@@ -230,6 +232,9 @@ class ToolInputStartEvent(Envelope):
     """A human-readable title for the call, when the model gave one."""
     provider_metadata: ProviderMetadata = field(default_factory=dict)
     """Provider data attached to the call (by provider key)."""
+    message_id: str = ""
+    """The assistant message that made the call: with ``session_id`` and ``tool_call_id`` it names the call
+    even when a provider numbers its calls per response (``call_0`` on every turn). Empty when unknown."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -277,6 +282,9 @@ class ToolCallActive(Envelope):
     """The arguments as executed (an interceptor may have rewritten them)."""
     started_at: float = 0.0
     """When execution began (seconds since the epoch)."""
+    message_id: str = ""
+    """The assistant message that made the call: with ``session_id`` and ``tool_call_id`` it names the call
+    even when a provider numbers its calls per response (``call_0`` on every turn). Empty when unknown."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -369,6 +377,9 @@ class ToolCallComplete(Envelope):
     """Seconds the tool ran."""
     provider_executed: bool = False
     """True for a tool the provider ran itself."""
+    message_id: str = ""
+    """The assistant message that made the call: with ``session_id`` and ``tool_call_id`` it names the call
+    even when a provider numbers its calls per response (``call_0`` on every turn). Empty when unknown."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -411,6 +422,9 @@ class ToolCallResolved(Envelope):
     """How it was resolved."""
     reason: str | None = None
     """The user's reason for a denial, or the client's message for a failure."""
+    message_id: str = ""
+    """The assistant message that made the call: with ``session_id`` and ``tool_call_id`` it names the call
+    even when a provider numbers its calls per response (``call_0`` on every turn). Empty when unknown."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -148,3 +148,24 @@ def test_a_failed_first_run_leaves_no_session_but_a_failed_later_run_keeps_it(tm
         return [m.text for m in await s.raw_messages(kept) if m.role == "user"]
 
     assert read_store(store, texts) == ["first", "second"]
+
+
+def test_show_puts_each_result_under_its_call_when_the_model_reuses_call_ids(tmp_path: Path) -> None:
+    """A local server numbering calls per response sends call_1 on every step (issue 28): each stored
+    result answers the latest call with its id, so every call shows its own result, not the last one's."""
+    store = sqlite_url(tmp_path / "t.db")
+    reused = [
+        [call("get_transaction_status", {"transaction_id": "TXN_123"})],
+        [call("get_transaction_status", {"transaction_id": "TXN_404"})],
+        text("One settled, one unknown."),
+    ]
+    done = toolwire("run", "Both statuses?", "--model", script(tmp_path, reused), "--store", store)
+    assert done.returncode == 0, done.stderr
+    session = done.stderr.split("session ")[-1].strip()
+    shown = toolwire("sessions", "show", session, "--store", store)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    first = lines.index('  ▶ get_transaction_status({"transaction_id":"TXN_123"})')
+    second = lines.index('  ▶ get_transaction_status({"transaction_id":"TXN_404"})')
+    assert "TXN_123" in lines[first + 1] and "✓" in lines[first + 1], lines
+    assert "no transaction TXN_404" in lines[second + 1], lines

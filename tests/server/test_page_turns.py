@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import httpx
 from playwright.sync_api import Page, expect
 
+import toolwire
 from tests.server.test_page import ARTIFACTS, OpenPage, Serve, assistant, connected, exchange, replying, send
 from toolwire import Agent, TextPart, ToolCallPart
 from toolwire.models.scripted import ScriptedModel
@@ -120,3 +122,32 @@ def test_conversations_are_listed_by_their_first_message(open_page: OpenPage, se
     connected(fresh, f"{running.url}/?session=trip")
     expect(fresh.get_by_test_id("conversation-title")).to_have_text(shown)
     expect(fresh.get_by_test_id("session-list").get_by_role("link", name=shown)).to_be_visible()
+
+
+def test_every_call_shows_when_the_model_reuses_call_0_live_and_after_a_reload(
+    page: Page, serve: Serve
+) -> None:
+    """A local server numbering calls per response sends call_0 on every step and turn (issue 28): each
+    call gets its own box with its own result, as the turn streams and when the page rebuilds from history."""
+
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"{city} is sunny"
+
+    def asks(*cities: str) -> list[list[Any]]:
+        steps = [[ToolCallPart(tool_call_id="call_0", tool_name="weather", args={"city": c})] for c in cities]
+        return [*steps, [TextPart(text=f"Done with {len(cities)}.")]]
+
+    model = ScriptedModel([*asks("Paris", "Rome"), *asks("Oslo")])
+    running = serve(Agent(model, tools=[toolwire.tool(weather)]))
+    connected(page, f"{running.url}/?session=reused")
+    results = page.locator('[data-testid="tool-call"][data-tool-name="weather"] [data-testid="tool-result"]')
+    send(page, "Paris and Rome?")
+    expect(assistant(page).last).to_contain_text("Done with 2.")
+    send(page, "And Oslo?")
+    expect(assistant(page).last).to_contain_text("Done with 1.")
+    expected = ["Paris is sunny", "Rome is sunny", "Oslo is sunny"]
+    expect(results).to_contain_text(expected)  # as many boxes as calls, in the order they were made
+    page.reload()
+    expect(page.get_by_test_id("status")).to_have_text("connected", timeout=10_000)
+    expect(results).to_contain_text(expected)

@@ -150,6 +150,7 @@ class ModelStep:
                     provider_executed=part.provider_executed,
                     title=part.title,
                     provider_metadata=part.provider_metadata,
+                    message_id=message_id,
                 )
             case ToolInputDelta():
                 return ev(ToolInputDeltaEvent, tool_call_id=part.tool_call_id, delta=part.delta)
@@ -173,6 +174,7 @@ class ModelStep:
                     is_error=part.is_error,
                     status="error" if part.is_error else "ok",
                     provider_executed=True,
+                    message_id=message_id,
                 )
             case File():
                 return ev(MediaEvent, content_type=part.media_type, data=part.data, message_id=message_id)

@@ -227,13 +227,25 @@ class EventPrinter:
         self._newline()
 
 
+def _results_by_call(history: Sequence[Message]) -> dict[tuple[int, str], ToolResultPart]:
+    """Each result by the call it answers: ``(position of the assistant message, call id)``. A result
+    answers the latest call with its id (providers that number calls per response reuse ``call_0`` in
+    every message, so the id alone would give every such call the last result)."""
+    made_by: dict[str, int] = {}
+    results: dict[tuple[int, str], ToolResultPart] = {}
+    for position, message in enumerate(history):
+        if message.role == "assistant":
+            made_by.update((call.tool_call_id, position) for call in message.tool_calls)
+        for result in message.tool_results:
+            if (maker := made_by.get(result.tool_call_id)) is not None:
+                results[(maker, result.tool_call_id)] = result
+    return results
+
+
 def render_history(history: Sequence[Message], out: Console) -> None:
     """Print a stored history: each tool call with its result under the assistant message that made it."""
-    results: dict[str, ToolResultPart] = {}
-    for message in history:
-        for result in message.tool_results:
-            results[result.tool_call_id] = result
-    for message in history:
+    results = _results_by_call(history)
+    for position, message in enumerate(history):
         if message.role == "user":
             out.print(Text.assemble(("user:", "bold"), " ", message.text), soft_wrap=True)
         elif message.role == "system":
@@ -242,7 +254,7 @@ def render_history(history: Sequence[Message], out: Console) -> None:
             text = message.text or ("(tool calls)", DIM)
             out.print(Text.assemble(("assistant:", "bold"), " ", text), soft_wrap=True)
             for call in message.tool_calls:
-                found = results.get(call.tool_call_id)
+                found = results.get((position, call.tool_call_id))
                 out.print(
                     Text.assemble(
                         "  ", ("▶ ", CYAN), (call.tool_name, CYAN), f"({clip(call.args_json, 200)})"

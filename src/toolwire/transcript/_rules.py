@@ -78,7 +78,10 @@ class Rules:
         self._by_id: dict[str, Entry] = {}
         self._sessions: dict[str, SessionState] = {}
         self._sources: dict[tuple[str, str], Source] = {}
-        self._calls: dict[tuple[str, str], CallState] = {}
+        self._calls: dict[tuple[str, str, str], CallState] = {}
+        """Calls by ``(session_id, message_id, tool_call_id)``, for the calls whose message is known."""
+        self._latest_calls: dict[tuple[str, str], CallState] = {}
+        """The latest call per ``(session_id, tool_call_id)``: what an event without ``message_id`` names."""
         self._notifications: dict[tuple[str, str], ToolNotification] = {}
         self._pending: dict[str, list[tuple[int, TranscriptToolCall]]] = {}
         self._user_ids: set[str] = set()
@@ -199,26 +202,42 @@ class Rules:
     ) -> None:
         match event:
             case ToolInputStartEvent():
-                self._selected(state, event.tool_call_id, event.tool_name, None, event.timestamp)
+                self._selected(
+                    state, event.tool_call_id, event.message_id, event.tool_name, None, event.timestamp
+                )
             case ToolInputAvailableEvent():
-                self._selected(state, event.tool_call_id, event.tool_name, event.args, event.timestamp)
+                self._selected(
+                    state, event.tool_call_id, event.message_id, event.tool_name, event.args, event.timestamp
+                )
             case ToolCallActive():
                 at = event.started_at or event.timestamp
-                self._active(state, event.tool_call_id, event.tool_name, event.args, at)
+                self._active(state, event.tool_call_id, event.message_id, event.tool_name, event.args, at)
             case ToolCallHeartbeat():
                 self._heartbeat(state, event.tool_call_id, event.tool_name, event.timestamp - event.elapsed)
             case ToolProgress():
                 self._progress(state, event.tool_call_id, event.fraction, event.message)
             case ToolCallComplete():
                 self._complete(
-                    state, event.tool_call_id, event.tool_name, event.args, event.output, event.is_error
+                    state,
+                    event.tool_call_id,
+                    event.message_id,
+                    event.tool_name,
+                    event.args,
+                    event.output,
+                    event.is_error,
                 )
             case ToolCallAwaiting():
                 self._awaiting(
-                    state, event.tool_call_id, event.tool_name, event.args, event.kind, event.timestamp
+                    state,
+                    event.tool_call_id,
+                    event.message_id,
+                    event.tool_name,
+                    event.args,
+                    event.kind,
+                    event.timestamp,
                 )
             case ToolCallResolved():
-                self._resolved(state, event.tool_call_id)
+                self._resolved(state, event.tool_call_id, event.message_id)
             case _:
                 assert_never(event)
 
@@ -430,12 +449,19 @@ class Rules:
                         case ReasoningPart():
                             self._text(state, message.id, "reasoning", part.text)
                         case ToolCallPart():
-                            self._selected(state, part.tool_call_id, part.tool_name, part.args, at)
+                            call_id, name = part.tool_call_id, part.tool_name
+                            self._selected(state, call_id, message.id, name, part.args, at)
                             if not part.provider_executed:
-                                self._active(state, part.tool_call_id, part.tool_name, part.args, at)
+                                self._active(state, call_id, message.id, name, part.args, at)
                         case ToolResultPart():
                             self._complete(
-                                state, part.tool_call_id, part.tool_name, {}, part.output, part.is_error
+                                state,
+                                part.tool_call_id,
+                                message.id,
+                                part.tool_name,
+                                {},
+                                part.output,
+                                part.is_error,
                             )
                         case FilePart():
                             pass  # live, model files are ephemeral media (MediaEvent has no message_id)
@@ -444,8 +470,10 @@ class Rules:
             case "tool":
                 for result in message.tool_results:
                     self._ops += 1
+                    # A tool message follows the assistant message whose calls it answers: with no
+                    # message id, each result names the latest call with its id, the one just made.
                     self._complete(
-                        state, result.tool_call_id, result.tool_name, {}, result.output, result.is_error
+                        state, result.tool_call_id, "", result.tool_name, {}, result.output, result.is_error
                     )
             case "system":
                 entry = Entry(
@@ -456,63 +484,104 @@ class Rules:
 
     # -- tool calls ----------------------------------------------------------------------------------
 
-    def _call(self, key: tuple[str, str]) -> CallState:
-        call = self._calls.get(key)
-        if call is None:
-            self._ordinal += 1
-            call = self._calls[key] = CallState(self._ordinal)
-        return call
+    def _call(self, state: SessionState, tool_call_id: str, message_id: str) -> tuple[CallState, bool]:
+        """The call an event names, and whether this event started it.
+
+        With ``message_id``: the call of that message (a provider that numbers calls per response reuses
+        ``call_0`` in every message, so the id alone names several calls). Without: the latest call with
+        that id in the session, never an older one, so a completion cannot attach to a call that finished
+        steps ago. A call first seen without its message adopts the id the first event naming it brings.
+        """
+        latest_key = (state.id, tool_call_id)
+        latest = self._latest_calls.get(latest_key)
+        if message_id:
+            call = self._calls.get((state.id, message_id, tool_call_id))
+            if call is not None:
+                return call, False
+            if latest is not None and not latest.message_id and not latest.done:
+                latest.message_id = message_id
+                self._calls[(state.id, message_id, tool_call_id)] = latest
+                return latest, False
+        elif latest is not None:
+            return latest, False
+        self._ordinal += 1
+        call = CallState(self._ordinal, message_id)
+        self._latest_calls[latest_key] = call
+        if message_id:
+            self._calls[(state.id, message_id, tool_call_id)] = call
+        return call, True
 
     def _selected(
-        self, state: SessionState, tool_call_id: str, tool_name: str, args: dict[str, Any] | None, at: float
+        self,
+        state: SessionState,
+        tool_call_id: str,
+        message_id: str,
+        tool_name: str,
+        args: dict[str, Any] | None,
+        at: float,
     ) -> None:
         key = (state.id, tool_call_id)
-        call = self._call(key)
+        call, new = self._call(state, tool_call_id, message_id)
         if call.done:
             return  # a replayed or late selection of a finished call
         call.tool_name = tool_name or call.tool_name
         if args is not None:
             call.args = args
-        if key not in self._notifications:
-            self._notify_add(
-                ToolNotification(
-                    session_id=state.id,
-                    tool_call_id=tool_call_id,
-                    tool_name=call.tool_name,
-                    status="preparing",
-                    started_at=at,
-                )
-            )
+        current = self._notifications.get(key)
+        preparing = ToolNotification(
+            session_id=state.id,
+            tool_call_id=tool_call_id,
+            tool_name=call.tool_name,
+            status="preparing",
+            started_at=at,
+        )
+        if current is None:
+            self._notify_add(preparing)
+        elif new:
+            # The notification is an older call's with the same id that never completed: this call takes
+            # its place (notifications are keyed by (session, call id): one per id is shown).
+            self._notify_update(preparing)
 
     def _active(
-        self, state: SessionState, tool_call_id: str, tool_name: str, args: dict[str, Any], at: float
+        self,
+        state: SessionState,
+        tool_call_id: str,
+        message_id: str,
+        tool_name: str,
+        args: dict[str, Any],
+        at: float,
     ) -> None:
         key = (state.id, tool_call_id)
-        call = self._live_call(key, tool_name, args)
+        call, new = self._live_call(state, tool_call_id, message_id, tool_name, args)
         if call is None:
             return
         current = self._notifications.get(key)
         if current is None:
             self._notify_add(self._executing(state.id, tool_call_id, call.tool_name, at))
-        elif current.status != "executing":
+        elif current.status != "executing" or new:
             self._notify_update(replace(current, status="executing", started_at=at, tool_name=call.tool_name))
 
     def _live_call(
-        self, key: tuple[str, str], tool_name: str, args: dict[str, Any] | None
-    ) -> CallState | None:
-        """The call with what an activation or a wait tells of it; ``None`` once it finished (a late or
-        replayed event of a finished call changes nothing)."""
-        call = self._call(key)
+        self,
+        state: SessionState,
+        tool_call_id: str,
+        message_id: str,
+        tool_name: str,
+        args: dict[str, Any] | None,
+    ) -> tuple[CallState | None, bool]:
+        """The call with what an activation or a wait tells of it, and whether this event started it;
+        ``None`` once it finished (a late or replayed event of a finished call changes nothing)."""
+        call, new = self._call(state, tool_call_id, message_id)
         if call.done:
-            return None
+            return None, False
         call.tool_name = tool_name or call.tool_name
         if call.args is None and args:
             call.args = args
-        return call
+        return call, new
 
     def _heartbeat(self, state: SessionState, tool_call_id: str, tool_name: str, started_at: float) -> None:
         key = (state.id, tool_call_id)
-        call = self._call(key)
+        call, _ = self._call(state, tool_call_id, "")
         if call.done or key in self._notifications:
             return
         # A heartbeat for a tool we never saw start (joined mid-run): it is running, so show it.
@@ -523,37 +592,43 @@ class Rules:
         self,
         state: SessionState,
         tool_call_id: str,
+        message_id: str,
         tool_name: str,
         args: dict[str, Any] | None,
         kind: AwaitingKind,
         at: float,
     ) -> None:
         key = (state.id, tool_call_id)
-        call = self._live_call(key, tool_name, args)
+        call, new = self._live_call(state, tool_call_id, message_id, tool_name, args)
         if call is None:
             return
         status: NotificationStatus = AWAITING_NOTIFICATION[kind]
         current = self._notifications.get(key)
+        waiting = ToolNotification(
+            session_id=state.id,
+            tool_call_id=tool_call_id,
+            tool_name=call.tool_name,
+            status=status,
+            started_at=at,
+        )
         if current is None:
-            self._notify_add(
-                ToolNotification(
-                    session_id=state.id,
-                    tool_call_id=tool_call_id,
-                    tool_name=call.tool_name,
-                    status=status,
-                    started_at=at,
-                )
-            )
+            self._notify_add(waiting)
+        elif new:
+            self._notify_update(waiting)  # it takes the place of an older call's with the same id
         elif current.status != status:  # it keeps the time it was selected at
             self._notify_update(replace(current, status=status, tool_name=call.tool_name))
 
-    def _resolved(self, state: SessionState, tool_call_id: str) -> None:
+    def _resolved(self, state: SessionState, tool_call_id: str, message_id: str) -> None:
         key = (state.id, tool_call_id)
         current = self._notifications.get(key)
-        if current is not None and current.status in AWAITING_STATUSES:
-            del self._notifications[key]
-            if self._listeners:
-                self._emit(NotificationRemoved(notification=current, reason="resolved"))
+        if current is None or current.status not in AWAITING_STATUSES:
+            return
+        named = self._calls.get((state.id, message_id, tool_call_id)) if message_id else None
+        if named is not None and named is not self._latest_calls.get(key):
+            return  # the answer of an older call with this id: the notification is a later call's
+        del self._notifications[key]
+        if self._listeners:
+            self._emit(NotificationRemoved(notification=current, reason="resolved"))
 
     def _progress(self, state: SessionState, tool_call_id: str, fraction: float | None, text: str) -> None:
         current = self._notifications.get((state.id, tool_call_id))
@@ -567,19 +642,21 @@ class Rules:
         self,
         state: SessionState,
         tool_call_id: str,
+        message_id: str,
         tool_name: str,
         args: dict[str, Any],
         output: Any,
         is_error: bool,
     ) -> None:
         key = (state.id, tool_call_id)
-        call = self._call(key)
+        call, _ = self._call(state, tool_call_id, message_id)
         if call.done:
             return  # duplicate completion: attach once
         call.done = True
-        notification = self._notifications.pop(key, None)
-        if notification is not None and self._listeners:
-            self._emit(NotificationRemoved(notification=notification, reason="complete"))
+        if call is self._latest_calls[key]:  # an older call's completion leaves a later call's notification
+            notification = self._notifications.pop(key, None)
+            if notification is not None and self._listeners:
+                self._emit(NotificationRemoved(notification=notification, reason="complete"))
         finished = TranscriptToolCall(
             tool_call_id=tool_call_id,
             tool_name=call.tool_name or tool_name,
@@ -684,4 +761,6 @@ class Rules:
             state = self._register_chain(session_id, parent_of)
             state.high_seq = max(state.high_seq, seq)
         for (session_id, tool_call_id), kind in (awaiting or {}).items():
-            self._awaiting(self._register_chain(session_id, parent_of), tool_call_id, "", None, kind, 0.0)
+            # The paused step is the session's last: its calls are the latest with their ids.
+            state = self._register_chain(session_id, parent_of)
+            self._awaiting(state, tool_call_id, "", "", None, kind, 0.0)

@@ -92,10 +92,14 @@ class Source:
 
 
 class CallState:
-    __slots__ = ("args", "done", "ordinal", "tool_name")
+    """One tool call: ``(session_id, message_id, tool_call_id)``; providers reuse ids across messages."""
 
-    def __init__(self, ordinal: int) -> None:
+    __slots__ = ("args", "done", "message_id", "ordinal", "tool_name")
+
+    def __init__(self, ordinal: int, message_id: str) -> None:
         self.ordinal = ordinal
+        self.message_id = message_id
+        """The assistant message that made the call; empty until an event or the history names it."""
         self.tool_name = ""
         self.args: dict[str, Any] | None = None
         self.done = False

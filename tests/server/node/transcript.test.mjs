@@ -211,7 +211,8 @@ function randomCase(seed) {
     const roll = r();
     if (roll < 0.75) base.seq = ++seq[sid];
     else if (roll < 0.9) base.seq = Math.max(0, seq[sid] - Math.floor(r() * 4)); // a replay
-    const call = () => ({ tool_call_id: pick(callIds), tool_name: pick(toolNames) });
+    // A call's events may name its message (reused ids across messages are told apart by it) or not.
+    const call = () => ({ tool_call_id: pick(callIds), tool_name: pick(toolNames), message_id: pick(messageIds) });
     const args = () => (r() < 0.3 ? {} : { q: pick(["x", "y"]), n: Math.floor(r() * 3) });
     switch (pick(["user", "text", "text", "text", "reasoning", "input-start", "input", "active", "active",
       "heartbeat", "progress", "complete", "complete", "complete", "end", "step", "system", "error", "media",

@@ -72,7 +72,8 @@ export class Transcript {
     this._byId = new Map();
     this._sessions = new Map();
     this._sources = new Map();
-    this._calls = new Map();
+    this._calls = new Map(); // (session, message id, call id) -> call, for calls whose message is known
+    this._latestCalls = new Map(); // (session, call id) -> the latest call: what an event without message_id names
     this._notifications = new Map();
     this._pending = new Map();
     this._userIds = new Set();
@@ -145,13 +146,13 @@ export class Transcript {
         this._text(state, event.message_id || "", "reasoning", event.delta || "");
         break;
       case "tool-input-start":
-        this._selected(state, event.tool_call_id, event.tool_name, null, ts);
+        this._selected(state, event.tool_call_id, event.message_id || "", event.tool_name, null, ts);
         break;
       case "tool-input-available":
-        this._selected(state, event.tool_call_id, event.tool_name, event.args || {}, ts);
+        this._selected(state, event.tool_call_id, event.message_id || "", event.tool_name, event.args || {}, ts);
         break;
       case "tool-call-active":
-        this._active(state, event.tool_call_id, event.tool_name, event.args || {}, event.started_at || ts);
+        this._active(state, event.tool_call_id, event.message_id || "", event.tool_name, event.args || {}, event.started_at || ts);
         break;
       case "tool-call-heartbeat":
         this._heartbeat(state, event.tool_call_id, event.tool_name, ts - (event.elapsed || 0));
@@ -161,14 +162,14 @@ export class Transcript {
         break;
       case "tool-call-complete":
         this._complete(
-          state, event.tool_call_id, event.tool_name, event.args || {}, event.output ?? null, !!event.is_error,
+          state, event.tool_call_id, event.message_id || "", event.tool_name, event.args || {}, event.output ?? null, !!event.is_error,
         );
         break;
       case "tool-call-awaiting":
-        this._awaiting(state, event.tool_call_id, event.tool_name, event.args || {}, event.kind || "approval", ts);
+        this._awaiting(state, event.tool_call_id, event.message_id || "", event.tool_name, event.args || {}, event.kind || "approval", ts);
         break;
       case "tool-call-resolved":
-        this._resolved(state, event.tool_call_id);
+        this._resolved(state, event.tool_call_id, event.message_id || "");
         break;
       case "user-turn-start":
         this._userTurn(state, event.message || { parts: [] });
@@ -379,10 +380,10 @@ export class Transcript {
           if (part.type === "text") this._text(state, message.id, "assistant", part.text || "");
           else if (part.type === "reasoning") this._text(state, message.id, "reasoning", part.text || "");
           else if (part.type === "tool-call") {
-            this._selected(state, part.tool_call_id, part.tool_name, part.args || {}, at);
-            if (!part.provider_executed) this._active(state, part.tool_call_id, part.tool_name, part.args || {}, at);
+            this._selected(state, part.tool_call_id, message.id, part.tool_name, part.args || {}, at);
+            if (!part.provider_executed) this._active(state, part.tool_call_id, message.id, part.tool_name, part.args || {}, at);
           } else if (part.type === "tool-result") {
-            this._complete(state, part.tool_call_id, part.tool_name, {}, part.output ?? null, !!part.is_error);
+            this._complete(state, part.tool_call_id, message.id, part.tool_name, {}, part.output ?? null, !!part.is_error);
           }
         }
         const k = key(state.id, message.id);
@@ -391,9 +392,11 @@ export class Transcript {
         break;
       }
       case "tool":
+        // A tool message follows the assistant message whose calls it answers: with no message id, each
+        // result names the latest call with its id, the one just made.
         for (const part of message.parts || []) {
           if (part.type === "tool-result") {
-            this._complete(state, part.tool_call_id, part.tool_name, {}, part.output ?? null, !!part.is_error);
+            this._complete(state, part.tool_call_id, "", part.tool_name, {}, part.output ?? null, !!part.is_error);
           }
         }
         break;
@@ -410,76 +413,96 @@ export class Transcript {
 
   // -- tool calls -------------------------------------------------------------------------------
 
-  _call(k) {
-    let call = this._calls.get(k);
-    if (!call) {
-      this._ordinal += 1;
-      call = { ordinal: this._ordinal, toolName: "", args: null, done: false };
-      this._calls.set(k, call);
+  // The call an event names, and whether this event started it. With a message id: the call of that message
+  // (a provider that numbers calls per response reuses call_0 in every message). Without: the latest call
+  // with that id in the session, never an older one. A call first seen without its message adopts the id
+  // the first event naming it brings. Returns [call, isNew].
+  _call(state, toolCallId, messageId) {
+    const latestKey = key(state.id, toolCallId);
+    const latest = this._latestCalls.get(latestKey);
+    const messageKey = `${latestKey}\u0000${messageId}`;
+    if (messageId) {
+      const call = this._calls.get(messageKey);
+      if (call) return [call, false];
+      if (latest && !latest.messageId && !latest.done) {
+        latest.messageId = messageId;
+        this._calls.set(messageKey, latest);
+        return [latest, false];
+      }
+    } else if (latest) {
+      return [latest, false];
     }
-    return call;
+    this._ordinal += 1;
+    const call = { ordinal: this._ordinal, messageId, toolName: "", args: null, done: false };
+    this._latestCalls.set(latestKey, call);
+    if (messageId) this._calls.set(messageKey, call);
+    return [call, true];
   }
 
-  _selected(state, toolCallId, toolName, args, at) {
+  _selected(state, toolCallId, messageId, toolName, args, at) {
     const k = key(state.id, toolCallId);
-    const call = this._call(k);
+    const [call, isNew] = this._call(state, toolCallId, messageId);
     if (call.done) return;
     call.toolName = toolName || call.toolName;
     if (args !== null) call.args = args;
-    if (!this._notifications.has(k)) {
-      this._notifyAdd({ session_id: state.id, tool_call_id: toolCallId, tool_name: call.toolName, status: "preparing", started_at: at, progress: null, progress_message: "" });
-    }
+    const preparing = { session_id: state.id, tool_call_id: toolCallId, tool_name: call.toolName, status: "preparing", started_at: at, progress: null, progress_message: "" };
+    if (!this._notifications.has(k)) this._notifyAdd(preparing);
+    else if (isNew) this._notifyUpdate(preparing); // an older call with this id never completed: this one takes its place
   }
 
-  _active(state, toolCallId, toolName, args, at) {
+  _active(state, toolCallId, messageId, toolName, args, at) {
     const k = key(state.id, toolCallId);
-    const call = this._liveCall(k, toolName, args);
+    const [call, isNew] = this._liveCall(state, toolCallId, messageId, toolName, args);
     if (call === null) return;
     const current = this._notifications.get(k);
     if (!current) {
       this._notifyAdd(this._executing(state.id, toolCallId, call.toolName, at));
-    } else if (current.status !== "executing") {
+    } else if (current.status !== "executing" || isNew) {
       this._notifyUpdate({ ...current, status: "executing", started_at: at, tool_name: call.toolName });
     }
   }
 
-  // The call with what an activation or a wait tells of it; null once it finished (late or replayed).
-  _liveCall(k, toolName, args) {
-    const call = this._call(k);
-    if (call.done) return null;
+  // The call with what an activation or a wait tells of it, and whether it is new; null once it finished.
+  _liveCall(state, toolCallId, messageId, toolName, args) {
+    const [call, isNew] = this._call(state, toolCallId, messageId);
+    if (call.done) return [null, false];
     call.toolName = toolName || call.toolName;
     if (call.args === null && args && Object.keys(args).length) call.args = args;
-    return call;
+    return [call, isNew];
   }
 
   _heartbeat(state, toolCallId, toolName, startedAt) {
     const k = key(state.id, toolCallId);
-    const call = this._call(k);
+    const [call] = this._call(state, toolCallId, "");
     if (call.done || this._notifications.has(k)) return;
     call.toolName = toolName || call.toolName;
     this._notifyAdd(this._executing(state.id, toolCallId, call.toolName, startedAt));
   }
 
-  _awaiting(state, toolCallId, toolName, args, kind, at) {
+  _awaiting(state, toolCallId, messageId, toolName, args, kind, at) {
     const k = key(state.id, toolCallId);
-    const call = this._liveCall(k, toolName, args);
+    const [call, isNew] = this._liveCall(state, toolCallId, messageId, toolName, args);
     if (call === null) return;
     const status = AWAITING[kind] || AWAITING.approval;
     const current = this._notifications.get(k);
+    const waiting = { session_id: state.id, tool_call_id: toolCallId, tool_name: call.toolName, status, started_at: at, progress: null, progress_message: "" };
     if (!current) {
-      this._notifyAdd({ session_id: state.id, tool_call_id: toolCallId, tool_name: call.toolName, status, started_at: at, progress: null, progress_message: "" });
+      this._notifyAdd(waiting);
+    } else if (isNew) {
+      this._notifyUpdate(waiting); // it takes the place of an older call's with the same id
     } else if (current.status !== status) {
       this._notifyUpdate({ ...current, status, tool_name: call.toolName }); // it keeps the time it was selected at
     }
   }
 
-  _resolved(state, toolCallId) {
+  _resolved(state, toolCallId, messageId) {
     const k = key(state.id, toolCallId);
     const current = this._notifications.get(k);
-    if (current && isAwaiting(current)) {
-      this._notifications.delete(k);
-      this._emit({ type: "notification-removed", notification: current, reason: "resolved" });
-    }
+    if (!current || !isAwaiting(current)) return;
+    const call = messageId ? this._calls.get(`${k}\u0000${messageId}`) : undefined;
+    if (call && call !== this._latestCalls.get(k)) return; // an older call's answer: the notification is a later call's
+    this._notifications.delete(k);
+    this._emit({ type: "notification-removed", notification: current, reason: "resolved" });
   }
 
   _progress(state, toolCallId, fraction, text) {
@@ -493,12 +516,12 @@ export class Transcript {
     }
   }
 
-  _complete(state, toolCallId, toolName, args, output, isError) {
+  _complete(state, toolCallId, messageId, toolName, args, output, isError) {
     const k = key(state.id, toolCallId);
-    const call = this._call(k);
+    const [call] = this._call(state, toolCallId, messageId);
     if (call.done) return;
     call.done = true;
-    const notification = this._notifications.get(k);
+    const notification = call === this._latestCalls.get(k) ? this._notifications.get(k) : undefined;
     if (notification) {
       this._notifications.delete(k);
       this._emit({ type: "notification-removed", notification, reason: "complete" });
@@ -575,7 +598,8 @@ export class Transcript {
     }
     for (const waiting of awaiting || []) {
       const state = transcript._registerChain(waiting.session_id, parentOf);
-      transcript._awaiting(state, waiting.tool_call_id, "", null, waiting.kind, 0);
+      // The paused step is the session's last: its calls are the latest with their ids.
+      transcript._awaiting(state, waiting.tool_call_id, "", "", null, waiting.kind, 0);
     }
     return transcript;
   }
