@@ -27,6 +27,7 @@ EXPECTED = {
     "def get_transaction_status": ["Answer: ", "settled", "interaction-end"],
     "server-filesystem": ["Answer: refunded TXN_123"],
     "Transcript(on_change=render_change)": ["MessageAdded", "TranscriptSession"],
+    "refund order A7": ["state: TASK_STATE_INPUT_REQUIRED", "Answer: Refunded A7."],
 }
 
 

@@ -31,6 +31,8 @@ from toolwire.agent.agent import Agent
 from toolwire.errors import ConfigError
 from toolwire.server._input import Limits
 from toolwire.server._state import ToolwireServer
+from toolwire.server.a2a import A2AEndpoint
+from toolwire.server.ag_ui import AGUIEndpoint
 from toolwire.server.auth import Auth
 from toolwire.server.chat import VERSION_HEADER, ChatEndpoint
 from toolwire.server.errors import EXCEPTION_HANDLERS
@@ -129,11 +131,16 @@ def create_app(
     chat = ChatEndpoint(server)
     health = Health(server).get
     native = NativeEndpoints(server)
+    ag_ui = AGUIEndpoint(server)
+    a2a = A2AEndpoint(server)
     routes: list[BaseRoute] = [
         Route("/", _index),
         Route("/api/health", health, methods=["GET"]),
         Route("/api/chat", chat.post, methods=["POST"]),
         Route("/api/chat/{session_id}/stream", chat.stream, methods=["GET"]),
+        Route("/api/ag-ui", ag_ui.post, methods=["POST"]),
+        Route("/.well-known/agent-card.json", a2a.card, methods=["GET"]),
+        Route("/a2a", a2a.post, methods=["POST"]),
         Route("/api/sessions", native.list_sessions, methods=["GET"]),
         Route("/api/sessions", native.create_session, methods=["POST"]),
         Route("/api/sessions/{session_id}/messages", native.session_messages, methods=["GET"]),

@@ -67,6 +67,7 @@ class RunManager:
         dead_run_owner: str | None = None,
         top_level: bool = False,
         watch: Callable[[StreamKey], Awaitable[W]] | None = None,
+        agent: Agent[Any, Any] | None = None,
     ) -> W | None:
         """Start a run; returns once it holds the session (its first event is published).
 
@@ -80,6 +81,9 @@ class RunManager:
         not claim it first. ``watch`` (e.g. a hub subscription) is called with the run's stream once that
         claim succeeded and before the first event is published, so it sees every event of the run and
         nothing of a refused session; what it returns is returned.
+
+        ``agent``: the agent to run instead of the server's (the AG-UI endpoint passes a copy that also
+        knows the client's front-end tools); same store, so any replica continues its session.
         """
         self.check_accepting()
         if self.running(session_id):
@@ -89,7 +93,7 @@ class RunManager:
         try:
             if not takeover and (prompt is None or approvals or tool_outputs):
                 await self._check_answers(session_id, prompt, approvals or {}, tool_outputs or {})
-            run = self.agent.stream(
+            run = (agent or self.agent).stream(
                 prompt,
                 session_id=session_id,
                 user_id=user_id,
