@@ -17,6 +17,7 @@ import httpx
 from tests.scaleout.cluster import cluster, fresh_schema
 from tests.scaleout.streams import check_stream, follow
 from toolwire import Agent, TextPart
+from toolwire.agent._takeover import Takeover
 from toolwire.errors import TurnLostError
 from toolwire.events import ErrorEvent
 from toolwire.messages import Message
@@ -149,7 +150,7 @@ async def test_only_a_turn_that_stored_nothing_is_judged_lost() -> None:
             agent = Agent(ScriptedModel([]), store=store)  # never called: nothing to continue
             for session_id, (owner, status) in dead_runs.items():
                 run = agent.stream(
-                    None, session_id=session_id, user_id="u1", takeover=True, dead_run_owner=owner
+                    None, session_id=session_id, user_id="u1", takeover=Takeover(dead_run_owner=owner)
                 )
                 events = []
                 try:

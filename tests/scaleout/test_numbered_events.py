@@ -98,3 +98,53 @@ async def test_a_hand_over_publishes_what_the_interrupted_write_numbered(tmp_pat
         assert events[-1]["type"] == "interaction-end" and events[-1]["output"] == "Done: worked"
         log = (tmp_path / f"replica-{leaving.port}.log").read_text()
         assert "handed the run of session numbered over to another replica" in log
+
+
+# The step's results are written, then the process stops before it publishes what the write counted (the
+# test SIGKILLs it there): the write committed, its events never reached the log.
+KILLED_AFTER_WRITE_AGENT = HELD_WRITE_AGENT.replace(
+    """        while not (DIR / "release").exists():
+            await asyncio.sleep(0.02)
+    await _finish_step(self, session_id, **fields)""",
+    """        await _finish_step(self, session_id, **fields)
+        (DIR / f"written-{os.getpid()}").write_text("")
+        while True:
+            await asyncio.sleep(1)
+    await _finish_step(self, session_id, **fields)""",
+)
+
+
+async def test_a_takeover_announces_the_completions_a_killed_run_counted_but_never_published(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL between a step's write and the publication of its events: the call finished and is stored
+    ``ok``, but no client saw it complete. The takeover announces it (status ``ok``, its output) before the
+    model continues, so a client's call does not stay running forever; no seq is published twice (the dead
+    run's counted seqs stay a gap: a client that read the history already counts them)."""
+    async with (
+        cluster(tmp_path, replicas=2, lease=2.0, agent_module=KILLED_AFTER_WRITE_AGENT) as c,
+        httpx.AsyncClient(timeout=60) as http,
+    ):
+        dying, staying = c.replicas
+        created = await http.post(f"{staying.url}/api/sessions", json={"session_id": "killed"})
+        follower = asyncio.create_task(follow(http, staying.url, "killed", after=created.json()["cursor"]))
+        posted = await http.post(f"{dying.url}/api/sessions/killed/messages", json={"text": "go"})
+        assert posted.status_code == 202
+
+        async def written() -> bool:
+            return any(tmp_path.glob(f"written-{dying.process.pid}"))
+
+        await _poll(written, "the step's write never committed")
+        dying.process.kill()
+        dying.process.wait(10)
+
+        frames = await asyncio.wait_for(follower, 60)
+        events = [e for _, e in frames]
+        seqs = [e["seq"] for e in events]
+        assert seqs == sorted(set(seqs)), seqs  # increasing, none twice
+        completes = [e for e in events if e["type"] == "tool-call-complete"]
+        assert [(e["tool_call_id"], e["status"], e["output"]) for e in completes] == [
+            ("call_1", "ok", "worked")
+        ]
+        assert completes[0]["message_id"]  # named by its assistant message, as the store keys it
+        assert events[-1]["type"] == "interaction-end" and events[-1]["output"] == "Done: worked"

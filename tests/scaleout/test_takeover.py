@@ -18,6 +18,7 @@ from tests.reliability.wire_checks import adapters, unanswered_calls
 from tests.scaleout.cluster import Cluster, Replica, cluster, fresh_schema
 from tests.scaleout.streams import Frame, check_stream, follow
 from toolwire import Agent, TextPart, ToolCallPart, tool
+from toolwire.agent._takeover import Takeover
 from toolwire.agent.history import INTERRUPTED_OUTPUT
 from toolwire.errors import ProviderHTTPError
 from toolwire.events import ToolCallComplete
@@ -192,7 +193,7 @@ async def test_a_takeover_runs_an_idempotent_tool_again_instead_of_interrupting_
 
             model = ScriptedModel(respond)
             agent = Agent(model, tools=[tool(idempotent=True)(lookup)], store=store)
-            run = agent.stream(None, session_id="again", user_id="u1", takeover=True)
+            run = agent.stream(None, session_id="again", user_id="u1", takeover=Takeover())
             events = [event async for event in run]
             assert ran == ["x"]  # run again, once
             completes = [e for e in events if isinstance(e, ToolCallComplete)]

@@ -139,6 +139,7 @@ class StepRecorder:
         *,
         is_error: bool = True,
         duration: float = 0.0,
+        message_id: str = "",
     ) -> ToolCallComplete:
         """The completion event of a call the run's end announces (cancelled, interrupted, or finished
         but never announced), numbered now."""
@@ -151,6 +152,7 @@ class StepRecorder:
             is_error=is_error,
             status=status,
             duration=duration,
+            message_id=message_id,
         )
 
     # -- the run's lifecycle ----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""What a run that takes over a dead replica's run (``takeover=True``) reads from the repaired history:
+"""What a run that takes over a dead replica's run (``takeover=Takeover(...)``) reads from the repaired history:
 which calls its predecessor left unfinished, and whether the predecessor had already answered."""
 
 from __future__ import annotations
@@ -6,11 +6,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from toolwire.messages import Message, ToolCallPart
+from toolwire.events import ToolCallStatus
+from toolwire.messages import Message, ToolCallPart, ToolResultPart
 from toolwire.store._locks import run_of
 from toolwire.store.base import Store
-from toolwire.store.records import CallKey
+from toolwire.store.records import AWAITING, CallKey
 from toolwire.tools.registry import ToolRegistry
+
+
+@dataclass(frozen=True, slots=True)
+class Takeover:
+    """What a run continuing a dead replica's run knows of it (``Agent.stream(takeover=...)``; the server's
+    lease watcher makes one)."""
+
+    dead_run_owner: str | None = None
+    """The dead run's lease owner, which names its interaction: a turn whose interaction stored nothing
+    died before storing its prompt (:func:`prompt_lost`)."""
+    unpublished: bool = False
+    """The dead run numbered events no client received (the store's last seq is past the event log's: it
+    died between a step's write and the publication of what that write counted). Its last step's finished
+    calls are then announced again, so no client keeps a call that never completes."""
 
 
 def interrupted_calls(history: Sequence[Message], keys: Sequence[CallKey]) -> list[ToolCallPart]:
@@ -91,3 +106,29 @@ def last_step_calls(
         ]
         return RunAgain(again, message.id, index + 1)
     return RunAgain([], "", -1)
+
+
+def finished_calls(
+    history: Sequence[Message], statuses: dict[CallKey, ToolCallStatus], interrupted: Sequence[CallKey]
+) -> list[tuple[str, ToolCallPart, ToolResultPart, ToolCallStatus]]:
+    """The calls of the history's last step with calls that ended before the run died (not interrupted
+    now, not waiting for a person): (their assistant message id, the call, its result as the model reads
+    it, its stored status)."""
+    skip = set(interrupted)
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if message.role != "assistant" or not message.tool_calls:
+            continue
+        results = {
+            r.tool_call_id: r for m in history[index + 1 :] if m.role == "tool" for r in m.tool_results
+        }
+        out = []
+        for call in message.tool_calls:
+            key = (message.id, call.tool_call_id)
+            status = statuses.get(key)
+            result = results.get(call.tool_call_id)
+            if key in skip or status is None or status in AWAITING or result is None:
+                continue
+            out.append((message.id, call, result, status))
+        return out
+    return []

@@ -14,6 +14,7 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequenc
 from typing import Any, Generic, TypedDict, Unpack, overload
 
 from toolwire.agent._pause import pending_from_rows
+from toolwire.agent._takeover import Takeover
 from toolwire.agent.config import RunConfig
 from toolwire.agent.drivers import Driver, NativeToolDriver
 from toolwire.agent.drivers.react import ReActDriver
@@ -267,9 +268,8 @@ class Agent(Generic[DepsT, OutputT]):
         user_id: str | None = None,
         approvals: Mapping[DecisionKey, Approval] | None = None,
         tool_outputs: Mapping[DecisionKey, Any] | None = None,
-        takeover: bool = False,
+        takeover: Takeover | None = None,
         top_level: bool = False,
-        dead_run_owner: str | None = None,
     ) -> AgentRun[OutputT]:
         """Start a run: ``async for event in agent.stream(...)``. ``parent`` makes it a sub-agent run of
         that tool call.
@@ -285,12 +285,13 @@ class Agent(Generic[DepsT, OutputT]):
         wait closes the unanswered ones first (the model reads that they were not answered). See
         :mod:`toolwire.agent.pending`.
 
-        ``takeover=True`` continues a run whose process died (its lease expired; the server's
+        ``takeover=Takeover(...)`` continues a run whose process died (its lease expired; the server's
         :mod:`~toolwire.server.takeover` does this): no prompt, the unfinished calls end as interrupted and
-        the model goes on from the last stored step. ``dead_run_owner`` (the dead run's lease owner, which
-        names its interaction) lets it tell a run that had answered from one that died before storing its
-        prompt: the latter ends as a :class:`~toolwire.errors.TurnLostError` (the user sends it again)
-        instead of repeating the previous turn's answer.
+        the model goes on from the last stored step. Its ``dead_run_owner`` (the dead run's lease owner,
+        which names its interaction) lets it tell a run that had answered from one that died before storing
+        its prompt: the latter ends as a :class:`~toolwire.errors.TurnLostError` (the user sends it again)
+        instead of repeating the previous turn's answer; ``unpublished`` announces again the dead run's
+        last finished calls, whose completions it had counted but never published.
 
         ``top_level=True`` refuses a ``session_id`` that is a sub-agent's session
         (:class:`~toolwire.errors.SubSessionError`, nothing written), in the same store transaction that
@@ -309,7 +310,6 @@ class Agent(Generic[DepsT, OutputT]):
             tool_outputs=tool_outputs,
             takeover=takeover,
             top_level=top_level,
-            dead_run_owner=dead_run_owner,
         )
 
     async def run(

@@ -27,7 +27,14 @@ from toolwire._text import clean_text
 from toolwire.agent._model_step import ModelStep
 from toolwire.agent._pause import Gate, Waiting, pending_of, plan_answers, unanswered
 from toolwire.agent._recorder import StepRecorder
-from toolwire.agent._takeover import final_answer, interrupted_calls, last_step_calls, prompt_lost
+from toolwire.agent._takeover import (
+    Takeover,
+    final_answer,
+    finished_calls,
+    interrupted_calls,
+    last_step_calls,
+    prompt_lost,
+)
 from toolwire.agent.config import RunConfig
 from toolwire.agent.history import INTERRUPTED_OUTPUT
 from toolwire.agent.output import NOTHING, OutputPolicy
@@ -180,13 +187,11 @@ class AgentRun(Generic[OutputT]):
         user_id: str | None = None,
         approvals: Mapping[DecisionKey, Approval] | None = None,
         tool_outputs: Mapping[DecisionKey, Any] | None = None,
-        takeover: bool = False,
+        takeover: Takeover | None = None,
         top_level: bool = False,
-        dead_run_owner: str | None = None,
     ) -> None:
         self.config = config
         self._takeover = takeover
-        self._dead_run_owner = dead_run_owner
         self._top_level = top_level
         parent_run = parent.sink if parent is not None and isinstance(parent.sink, AgentRun) else None
         self._parent_run = parent_run
@@ -331,7 +336,7 @@ class AgentRun(Generic[OutputT]):
             session=session,
             interaction_id=self.interaction_id,
             max_output_chars=config.max_tool_output_chars,
-            takeover=self._takeover,
+            takeover=self._takeover is not None,
             top_level=self._top_level,
         )
         self._recorder = recorder
@@ -449,8 +454,8 @@ class AgentRun(Generic[OutputT]):
             provider_name=config.model.otel_provider_name,
             output_type="json" if self._output and self._output.spec.answers_in_text else None,
         )
-        if self._takeover:
-            async with aclosing(self._take_over(opened.interrupted, executor)) as taken:
+        if self._takeover is not None:
+            async with aclosing(self._take_over(self._takeover, opened.interrupted, executor)) as taken:
                 async for event in taken:
                     yield event
         elif opened.awaited or self.approvals or self.tool_outputs or not self._new_turn:
@@ -896,13 +901,21 @@ class AgentRun(Generic[OutputT]):
         return event
 
     async def _take_over(
-        self, interrupted: Sequence[tuple[str, str]], executor: ToolExecutor
+        self, takeover: Takeover, interrupted: Sequence[tuple[str, str]], executor: ToolExecutor
     ) -> AsyncGenerator[AgentEvent, None]:
         """Continuing a dead replica's run: the calls it left running end, for every watcher, as the model
         sees them (interrupted), or run again when their tool is ``idempotent``; a run that had already
         answered is done."""
         recorder = self._recorder
         assert recorder is not None
+        if takeover.unpublished:
+            # The dead run counted completions no client received: announce its last step's finished calls.
+            rows = await recorder.store.tool_calls(self.session_id)
+            statuses = {(r.message_id, r.tool_call_id): r.status for r in rows if r.status != "pending"}
+            for message_id, call, result, status in finished_calls(self._history, statuses, interrupted):
+                yield recorder.ended_call(
+                    call, result.output, status, is_error=result.is_error, message_id=message_id
+                )
         calls = interrupted_calls(self._history, interrupted)
         again = last_step_calls(self._history, calls, self.config.registry)
         for call in calls:
@@ -932,7 +945,7 @@ class AgentRun(Generic[OutputT]):
             for event in announce:
                 yield event
         final = final_answer(self._history) if self._output is None else None
-        if final is not None and await prompt_lost(recorder.store, self.session_id, self._dead_run_owner):
+        if final is not None and await prompt_lost(recorder.store, self.session_id, takeover.dead_run_owner):
             raise TurnLostError(
                 "the run of this turn stopped before its prompt was stored; send the message again"
             )

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from toolwire.agent._pause import plan_answers
+from toolwire.agent._takeover import Takeover
 from toolwire.agent.agent import Agent
 from toolwire.agent.loop import AgentRun
 from toolwire.agent.pending import Approval, DecisionKey
@@ -63,8 +64,7 @@ class RunManager:
         user_id: str,
         approvals: Mapping[DecisionKey, Approval] | None = None,
         tool_outputs: Mapping[DecisionKey, Any] | None = None,
-        takeover: bool = False,
-        dead_run_owner: str | None = None,
+        takeover: Takeover | None = None,
         top_level: bool = False,
         watch: Callable[[StreamKey], Awaitable[W]] | None = None,
         agent: Agent[Any, Any] | None = None,
@@ -91,7 +91,7 @@ class RunManager:
         self._starting.add(session_id)
         self._no_starts.clear()
         try:
-            if not takeover and (prompt is None or approvals or tool_outputs):
+            if takeover is None and (prompt is None or approvals or tool_outputs):
                 await self._check_answers(session_id, prompt, approvals or {}, tool_outputs or {})
             run = (agent or self.agent).stream(
                 prompt,
@@ -100,7 +100,6 @@ class RunManager:
                 approvals=approvals,
                 tool_outputs=tool_outputs,
                 takeover=takeover,
-                dead_run_owner=dead_run_owner,
                 top_level=top_level,
             )
             events = run.__aiter__()
@@ -141,16 +140,21 @@ class RunManager:
             return False
         store = await self.agent.get_store()
         replication = store.replication()
+        unpublished = False
         if replication is not None:  # number after what the dead run already published
             # First fence it: from now on the log refuses its events (it may be only paused, not dead),
             # so the highest seq read next is final and this run never numbers a seq twice.
             await replication.fence_expired(session_id)
             info = await store.get_session(session_id)
             if info is not None:
-                key = StreamKey(session_id, info.incarnation)
-                await replication.raise_last_seq(session_id, await self.hub.max_seq(key))
+                published = await self.hub.max_seq(StreamKey(session_id, info.incarnation))
+                # Counted in the store but never in the log: the run died between a step's write and the
+                # publication of what it counted (its last completions): the takeover announces them.
+                unpublished = info.last_seq > published
+                await replication.raise_last_seq(session_id, published)
+        takeover = Takeover(dead_run_owner=dead_run_owner, unpublished=unpublished)
         try:
-            await self.start(session_id, None, user_id=user_id, takeover=True, dead_run_owner=dead_run_owner)
+            await self.start(session_id, None, user_id=user_id, takeover=takeover)
         except SessionBusyError:
             return False
         return True
