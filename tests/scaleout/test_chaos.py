@@ -548,6 +548,12 @@ async def test_chaos_kill_stop_term_and_a_postgres_restart_under_load(tmp_path: 
             await store.close()
 
     _measure(measured, conversations, logs, tmp_path)
+    for conversation in conversations:  # the evidence, kept beside the replicas' logs for a failure's reader
+        (tmp_path / f"received-{conversation.session_id}.json").write_text(
+            json.dumps(conversation.received.frames)
+        )
+        rows = [[cursor, seq, json.loads(body)] for cursor, seq, body in logs[conversation.session_id]]
+        (tmp_path / f"log-{conversation.session_id}.json").write_text(json.dumps(rows))
     print(f"\nchaos measured: {json.dumps(measured)}")
     problems = await _violations(conversations, logs, history, tmp_path)
     assert not problems, "\n".join(problems)
