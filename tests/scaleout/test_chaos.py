@@ -37,8 +37,6 @@ from toolwire.messages import Message
 from toolwire.models.base import ModelRequest, ToolDefinition
 from toolwire.store.sql import SQLStore
 
-pytestmark = pytest.mark.postgres
-
 CONVERSATIONS = 10
 MAX_TURNS = 40
 """Per conversation: the load stops earlier, when the faults are over; this only bounds it."""
