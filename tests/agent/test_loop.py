@@ -11,7 +11,7 @@ import pytest
 
 import toolwire.models as models_pkg
 from toolwire import Agent, RunContext, TextPart, ToolCallPart, tool
-from toolwire.errors import MaxStepsExceeded, ProviderHTTPError, SessionBusyError, StepAborted
+from toolwire.errors import MaxStepsExceeded, ProviderHTTPError, SessionBusyError, StepAborted, StoreError
 from toolwire.events import (
     InteractionEnd,
     ToolCallActive,
@@ -481,3 +481,40 @@ async def test_override_returns_a_configured_copy_and_leaves_the_agent_alone() -
     result = await agent.run("hi")
     assert result.output == "from the original"
     assert await store.list_sessions() == []
+
+
+async def test_a_step_end_that_could_not_be_written_leaves_no_seq_gap() -> None:
+    # The step's last events are numbered before the write that counts them and published after it. When
+    # that write fails (PostgreSQL restarting: seen in tests/scaleout/test_chaos.py), they are never
+    # published; their seqs were skipped, and every client saw a gap that no stream-reset explains.
+    class StepEndFailsOnce(MemoryStore):
+        failed = False
+
+        async def finish_step(self, session_id: str, **kwargs: Any) -> None:
+            if kwargs.get("completed") and not self.failed:
+                self.failed = True
+                raise StoreError("the database system is starting up")
+            await super().finish_step(session_id, **kwargs)
+
+    def one() -> str:
+        """One call."""
+        return "done"
+
+    store = StepEndFailsOnce()
+    calls = [ToolCallPart(tool_call_id="c1", tool_name="one", args={})]
+    agent = Agent(ScriptedModel([calls, [TextPart(text="ok")]]), tools=[one], store=store)
+    seqs: list[int] = []
+    types: list[str] = []
+    with pytest.raises(StoreError):
+        async with agent.stream("go", session_id="gap") as run:
+            async for event in run:
+                seqs.append(event.seq)
+                types.append(event.type)
+    assert store.failed
+    assert seqs == list(range(1, len(seqs) + 1)), list(zip(seqs, types, strict=True))
+    assert types[-2:] == ["error", "interaction-end"]
+    assert types.count("tool-call-complete") == 1  # the finished call is still announced, once
+    # The next run numbers after what was published.
+    next_run = agent.stream("again", session_id="gap")
+    after = [event async for event in next_run]
+    assert after[0].seq == seqs[-1] + 1

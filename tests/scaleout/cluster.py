@@ -89,6 +89,7 @@ class Cluster:
     balancer_port: int
     haproxy: subprocess.Popen[bytes] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    slow: float = 0.3
 
     @property
     def url(self) -> str:
@@ -116,6 +117,14 @@ class Cluster:
         replica.process.send_signal(signal.SIGKILL)
         assert replica.process.wait(10) == -signal.SIGKILL
 
+    async def restart(self, replica: Replica) -> Replica:
+        """A new server on the port of ``replica`` (which has exited), in its place once it is healthy."""
+        assert replica.process.poll() is not None, "restart only a replica that has exited"
+        fresh = Replica(replica.port, _serve(self.directory, self.store_url, replica.port, self.slow))
+        self.replicas[self.replicas.index(replica)] = fresh  # the cluster's teardown stops it too
+        await _wait_healthy(fresh.url, fresh.process, self.directory / f"replica-{fresh.port}.log")
+        return fresh
+
 
 def postgres_url() -> str:
     url = os.environ.get(POSTGRES_ENV)
@@ -131,7 +140,8 @@ async def fresh_schema(prefix: str) -> AsyncIterator[str]:
     """A new schema on the test PostgreSQL (dropped afterwards); yields the store URL for it."""
     url = postgres_url()
     schema = f"{prefix}_{uuid.uuid4().hex[:10]}"
-    admin = create_async_engine(make_url(url).set(drivername="postgresql+asyncpg"))
+    # Pre-ping: a test may restart PostgreSQL, which closes the connection the drop would reuse.
+    admin = create_async_engine(make_url(url).set(drivername="postgresql+asyncpg"), pool_pre_ping=True)
     async with admin.begin() as conn:
         await conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
     try:
@@ -151,7 +161,8 @@ def _serve(directory: Path, store_url: str, port: int, slow: float) -> subproces
     )
     command = [sys.executable, "-m", "toolwire.cli", "serve", "agentmod:build", "--port", str(port)]
     command += ["--store", store_url]  # nothing else: a PostgreSQL store makes it one of N replicas
-    log = open(directory / f"replica-{port}.log", "wb")  # noqa: SIM115 - the child writes it
+    # Appended to: a replica restarted on the same port keeps its predecessor's log.
+    log = open(directory / f"replica-{port}.log", "ab")  # noqa: SIM115 - the child writes it
     return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
@@ -233,12 +244,13 @@ async def cluster(
                 await _wait_healthy(replica.url, replica.process, directory / f"replica-{replica.port}.log")
             balancer_port = free_port()
             proxy = _haproxy(directory, balancer_port, started)
-            result = Cluster(store_url, directory, started, balancer_port, proxy)
+            result = Cluster(store_url, directory, started, balancer_port, proxy, slow=slow)
             await _wait_healthy(result.url, proxy, directory / "haproxy.log")
             yield result
         finally:
             for child in [*(r.process for r in started), *([proxy] if proxy else [])]:
                 if child.poll() is None:
+                    child.send_signal(signal.SIGCONT)  # a test that stopped one and failed: let it exit
                     child.terminate()
             for child in [*(r.process for r in started), *([proxy] if proxy else [])]:
                 try:

@@ -486,6 +486,13 @@ class StepRecorder:
             else:
                 write.cancel()
             raise
+        except Exception:
+            # Not written, so ``announce`` is never published (the run ends; the finished calls are
+            # announced again with its end): give its seqs back, unless more were numbered since, so the
+            # stream has no gap that no client can explain.
+            if announce and self.seq == last_seq:
+                self.seq = min(e.seq for e in announce) - 1
+            raise
         self.unwritten = []
         self._persisted_seq = max(self._persisted_seq, last_seq)
         self.open_step = None
