@@ -21,8 +21,13 @@ POSTGRES_ENV = "TOOLWIRE_TEST_POSTGRES_URL"
 
 
 def restart_postgres() -> None:
+    """Restart the cluster the tests' database URL names (by its port): a machine may run several, and
+    restarting another one (the first listed) both misses the fault and breaks whoever uses that one."""
+    port = str(make_url(os.environ[POSTGRES_ENV]).port or 5432)
     clusters = subprocess.run(["pg_lsclusters", "--no-header"], capture_output=True, text=True, check=True)
-    version, name = clusters.stdout.split()[:2]
+    version, name = next(
+        line.split()[:2] for line in clusters.stdout.splitlines() if line.split()[2:3] == [port]
+    )
     subprocess.run(["pg_ctlcluster", version, name, "restart"], check=True, capture_output=True, timeout=60)
 
 
