@@ -60,6 +60,18 @@ def _texts(frames: list[dict[str, Any]]) -> str:
     return json.dumps(frames)
 
 
+async def _replay(server: Served, path: str) -> list[dict[str, Any]]:
+    """What Alice's SSE stream at ``path`` sends until a turn's end or a ``stream-reset`` (or its end)."""
+    frames: list[dict[str, Any]] = []
+    reader = asyncio.create_task(_sse(server, ALICE, path, frames, asyncio.Event()))
+    await _until(
+        lambda: any(f["type"] in ("interaction-end", "stream-reset") for f in frames) or reader.done(),
+        f"the replay of {path}",
+    )
+    reader.cancel()
+    return frames
+
+
 async def _watch_then_delete(
     owner_server: Served, deleter_server: Served
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], asyncio.Task[None], asyncio.Task[int | None]]:
@@ -96,20 +108,10 @@ async def _alice_takes_the_id(server: Served) -> dict[str, Any]:
             await alice.post(f"/api/sessions/{SESSION}/messages", json={"text": "secret alice-private"})
         ).status_code == 202
         history = await idle(alice, SESSION)
-        streams = {}
-        for name, after in (("created", first_cursor), ("zero", 0)):
-            frames: list[dict[str, Any]] = []
-            opened = asyncio.Event()
-            path = f"/api/sessions/{SESSION}/events?after={after}"
-            reader = asyncio.create_task(_sse(server, ALICE, path, frames, opened))
-            await _until(
-                lambda frames=frames, reader=reader: (
-                    any(f["type"] in ("interaction-end", "stream-reset") for f in frames) or reader.done()
-                ),
-                "replay",
-            )
-            reader.cancel()
-            streams[name] = frames
+        streams = {
+            name: await _replay(server, f"/api/sessions/{SESSION}/events?after={after}")
+            for name, after in (("created", first_cursor), ("zero", 0))
+        }
         return {"history": history, **streams}
 
 
@@ -178,27 +180,11 @@ async def test_an_owner_who_deletes_and_recreates_an_id_starts_a_new_stream(
             await alice.post(f"/api/sessions/{SESSION}/messages", json={"text": "secret second-life"})
         ).status_code == 202
         await idle(alice, SESSION)
-        frames: list[dict[str, Any]] = []
-        opened = asyncio.Event()
-        reader = asyncio.create_task(
-            _sse(server, ALICE, f"/api/sessions/{SESSION}/events?after=0", frames, opened)
-        )
-        await _until(
-            lambda: any(f["type"] in ("interaction-end", "stream-reset") for f in frames) or reader.done(),
-            "replay",
-        )
-        reader.cancel()
+        frames = await _replay(server, f"/api/sessions/{SESSION}/events?after=0")
         assert "first-life" not in _texts(frames)
         assert "second-life" in _texts(frames) or frames == [{"type": "stream-reset"}]
         # The old life's cursor is not a position in the new stream.
-        stale: list[dict[str, Any]] = []
-        reader = asyncio.create_task(
-            _sse(
-                server, ALICE, f"/api/sessions/{SESSION}/events?after={old['cursor']}", stale, asyncio.Event()
-            )
-        )
-        await _until(lambda: bool(stale) or reader.done(), "the stale cursor's answer")
-        reader.cancel()
+        stale = await _replay(server, f"/api/sessions/{SESSION}/events?after={old['cursor']}")
         assert "first-life" not in _texts(stale)
 
 
@@ -222,15 +208,5 @@ async def test_an_edit_drops_the_replaced_turns_from_every_replay(tmp_path: Path
         history = json.dumps((await idle(alice, SESSION))["messages"])
         assert "replaced-turn" not in history and "edited-turn" in history
         for after in (before, 0):
-            frames: list[dict[str, Any]] = []
-            opened = asyncio.Event()
-            path = f"/api/sessions/{SESSION}/events?after={after}"
-            reader = asyncio.create_task(_sse(server, ALICE, path, frames, opened))
-            await _until(
-                lambda frames=frames, reader=reader: (
-                    any(f["type"] in ("interaction-end", "stream-reset") for f in frames) or reader.done()
-                ),
-                "replay",
-            )
-            reader.cancel()
+            frames = await _replay(server, f"/api/sessions/{SESSION}/events?after={after}")
             assert "replaced-turn" not in _texts(frames), after

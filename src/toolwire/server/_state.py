@@ -11,17 +11,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.requests import Request
 from starlette.websockets import WebSocket
 
 from toolwire.agent.agent import Agent
+from toolwire.agent.pending import Approval, DecisionKey
 from toolwire.errors import ConfigError
 from toolwire.server._input import Limits
 from toolwire.server.auth import Auth
 from toolwire.server.errors import RequestError, not_found
-from toolwire.server.hub import EventHub, Hub, StreamKey
+from toolwire.server.hub import EventHub, Hub, StreamKey, Subscription
 from toolwire.server.runs import RunManager
 from toolwire.server.shared_hub import SharedEventHub
 from toolwire.server.takeover import LeaseWatcher
@@ -135,6 +137,35 @@ class ToolwireServer:
         if info.parent_session_id:
             raise RequestError("sub-agent sessions take no user messages", status=403, kind="forbidden")
         return info
+
+    async def start_watched(
+        self,
+        session_id: str,
+        prompt: str | None,
+        *,
+        user: str,
+        approvals: Mapping[DecisionKey, Approval] | None = None,
+        tool_outputs: Mapping[DecisionKey, Any] | None = None,
+        top_level: bool = False,
+        agent: Agent[Any, Any] | None = None,
+    ) -> Subscription:
+        """Start a turn (:meth:`RunManager.start`) and subscribe to its stream: subscribed once the run holds
+        the session and before its first event is published, so it misses none of them and follows the
+        incarnation the run writes to; a run that ended before any event gets a subscription from now."""
+        subscription = await self.runs.start(
+            session_id,
+            prompt,
+            user_id=user,
+            approvals=approvals,
+            tool_outputs=tool_outputs,
+            top_level=top_level,
+            agent=agent,
+            watch=lambda key: self.hub.open(key, None),
+        )
+        if subscription is None:
+            info = await self.authorize(session_id, user)
+            subscription = await self.hub.open(StreamKey(session_id, info.incarnation), None)
+        return subscription
 
     async def cancel(self, session_id: str) -> bool:
         """Cancel the session's run, here or on the replica running it (it is stored as cancelled there);

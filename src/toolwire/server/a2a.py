@@ -43,7 +43,7 @@ from toolwire.server._input import SESSION_ID, check_prompt, parse_answers, read
 from toolwire.server._sse import SSE_HEADERS, data_frame, with_pings
 from toolwire.server._state import ToolwireServer
 from toolwire.server.errors import RequestError
-from toolwire.server.hub import StreamKey, Subscription
+from toolwire.server.hub import Subscription
 
 PROTOCOL_VERSION = "0.3.0"
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
@@ -211,17 +211,9 @@ class A2AEndpoint:
                 raise RPCError(TASK_NOT_FOUND, f"no task {task!r} in context {context_id!r}")
             await server.authorize(context_id, user)
         await server.claim(context_id, user)
-        subscription = await server.runs.start(
-            context_id,
-            prompt,
-            user_id=user,
-            approvals=approvals,
-            tool_outputs=outputs,
-            watch=lambda key: server.hub.open(key, None),
+        subscription = await server.start_watched(
+            context_id, prompt, user=user, approvals=approvals, tool_outputs=outputs
         )
-        if subscription is None:  # the run ended before any event
-            info = await server.authorize(context_id, user)
-            subscription = await server.hub.open(StreamKey(context_id, info.incarnation), None)
         turn = TurnResult(context_id=context_id, task_id=task if prompt is None else None)
         user_message = {**message, "contextId": context_id}
         return turn, subscription, user_message

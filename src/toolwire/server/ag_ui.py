@@ -62,7 +62,7 @@ from toolwire.server._input import check_prompt, check_session_id, read_json
 from toolwire.server._sse import PING, SSE_HEADERS, data_frame, with_pings
 from toolwire.server._state import ToolwireServer
 from toolwire.server.errors import RequestError
-from toolwire.server.hub import StreamKey, Subscription
+from toolwire.server.hub import Subscription
 from toolwire.tools.function import Tool
 from toolwire.tools.registry import ToolRegistry
 
@@ -529,18 +529,9 @@ class AGUIEndpoint:
             raise RequestError("nothing to run: the last message must be the user's")
         await server.claim(session_id, user)
         agent = with_frontend_tools(server.agent, run_input.tools)
-        subscription = await server.runs.start(
-            session_id,
-            run_input.prompt,
-            user_id=user,
-            approvals=approvals,
-            tool_outputs=outputs,
-            watch=lambda key: server.hub.open(key, None),
-            agent=agent,
+        subscription = await server.start_watched(
+            session_id, run_input.prompt, user=user, approvals=approvals, tool_outputs=outputs, agent=agent
         )
-        if subscription is None:  # the run ended before any event
-            info = await server.authorize(session_id, user)
-            subscription = await server.hub.open(StreamKey(session_id, info.incarnation), None)
         encoder = AGUIEncoder(session_id, run_input.run_id)
         return StreamingResponse(
             self._stream(encoder, subscription), headers={**SSE_HEADERS, "connection": "keep-alive"}

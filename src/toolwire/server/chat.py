@@ -113,17 +113,9 @@ class ChatEndpoint:
         if claimed:
             # Subscribed once the run holds the session and before its first event is published, so the
             # stream misses none of its events (and follows the incarnation the run writes to).
-            subscription = await server.runs.start(
-                session_id,
-                prompt,
-                user_id=user,
-                approvals=approvals,
-                tool_outputs=outputs,
-                watch=lambda key: server.hub.open(key, None),
+            subscription = await server.start_watched(
+                session_id, prompt, user=user, approvals=approvals, tool_outputs=outputs
             )
-            if subscription is None:  # the run ended before any event
-                info = await server.authorize(session_id, user)
-                subscription = await server.hub.open(StreamKey(session_id, info.incarnation), None)
         else:
             subscription = await self._start_unclaimed(session_id, prompt, user)
         encoder = UIStreamEncoder(session_id, message_id, features)
@@ -163,23 +155,13 @@ class ChatEndpoint:
         that claim succeeded and before the run's first event is published, so it misses none."""
         server = self.server
         try:
-            subscription = await server.runs.start(
-                session_id,
-                prompt,
-                user_id=user,
-                top_level=True,
-                watch=lambda key: server.hub.open(key, None),
-            )
+            return await server.start_watched(session_id, prompt, user=user, top_level=True)
         except SubSessionError:
             raise RequestError(
                 "sub-agent sessions take no user messages", status=403, kind="forbidden"
             ) from None
         except SessionAccessError:
             raise not_found(session_id) from None
-        if subscription is None:  # the run ended before any event (its start had claimed the session)
-            info = await server.authorize(session_id, user)
-            subscription = await server.hub.open(StreamKey(session_id, info.incarnation), None)
-        return subscription
 
     def _features(self, request: Request) -> ClientFeatures:
         """What the caller's AI SDK version accepts (its header, else the server's setting)."""
