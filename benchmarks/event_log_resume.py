@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from toolwire.events import InteractionEnd, InteractionStart, TextDeltaEvent
 from toolwire.server.hub import StreamKey
 from toolwire.server.shared_hub import SharedEventHub
+from toolwire.store.sql import SQLStore
 
 # The query of commit a0362df (issue 32 item 11), kept here to measure against.
 _BEFORE = """
@@ -47,6 +48,8 @@ async def main(events: int, chars: int, repeat: int) -> None:
     admin = create_async_engine(url)
     async with admin.begin() as conn:
         await conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    store = await SQLStore.open(f"{url}?schema={schema}")  # the store's tables, as on a server
+    await store.close()
     engine = create_async_engine(url, connect_args={"server_settings": {"search_path": schema}})
     hub = SharedEventHub(engine, replay_limit=events + 10)
     await hub.start()

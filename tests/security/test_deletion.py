@@ -3,7 +3,7 @@ sees (issue 32, items 1 and 2), on a real ``toolwire serve`` over SQLite and Pos
 replicas on PostgreSQL.
 
 Mallory creates ``support-ticket-X``, runs a turn in it, watches it over SSE and a WebSocket, and deletes
-it. Her streams must end there (a ``stream-reset``, then the end), nothing of her conversation may be
+it. Her streams must end there (a last ``session-deleted``, then the end), nothing of her conversation may be
 replayed to anyone afterwards (by the cursor ``GET .../messages`` hands out, nor ``?after=0``), and when
 Alice creates the same id, Mallory's streams carry none of Alice's turn.
 """
@@ -118,8 +118,9 @@ async def _alice_takes_the_id(server: Served) -> dict[str, Any]:
 def _check(
     mallory_sse: list[dict[str, Any]], mallory_ws: list[dict[str, Any]], alice: dict[str, Any]
 ) -> None:
-    # Mallory's streams ended with a reset and carry nothing of Alice's conversation.
-    assert mallory_sse and mallory_sse[-1]["type"] == "stream-reset"
+    # Mallory's streams ended with a last "session-deleted" and carry nothing of Alice's conversation.
+    assert mallory_sse and mallory_sse[-1]["type"] == "session-deleted"
+    assert mallory_ws and mallory_ws[-1]["type"] == "session-deleted"
     assert "alice-private" not in _texts(mallory_sse) + _texts(mallory_ws)
     # Alice's stream of the id, from the cursor she was handed, is her conversation alone, numbered from
     # 1; from 0 it is the same (PostgreSQL: cursors are the log's ids) or a reset (in-process cursors

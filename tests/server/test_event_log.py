@@ -18,6 +18,7 @@ from toolwire.events import InteractionEnd, InteractionStart, TextDeltaEvent, Us
 from toolwire.messages import Message, TextPart
 from toolwire.server.hub import EventHub, StreamKey
 from toolwire.server.shared_hub import SharedEventHub
+from toolwire.store.sql import SQLStore
 
 POSTGRES_ENV = "TOOLWIRE_TEST_POSTGRES_URL"
 pytestmark = pytest.mark.postgres
@@ -34,6 +35,9 @@ async def engine() -> AsyncIterator[AsyncEngine]:
     admin = create_async_engine(url)
     async with admin.begin() as conn:
         await conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    # The store's tables first, as on a server (event rows are fenced against the sessions table).
+    store = await SQLStore.open(f"{url}?schema={schema}")
+    await store.close()
     engine = create_async_engine(url, connect_args={"server_settings": {"search_path": schema}})
     try:
         yield engine

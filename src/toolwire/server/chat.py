@@ -231,7 +231,7 @@ class ChatEndpoint:
         if cut_done and info is not None:
             # The dropped turns must not be replayed: this replica's watchers are reset and reload the
             # history (on PostgreSQL the truncating transaction also purged them from the shared log).
-            self.server.hub.end_streams([session_id], info.incarnation)
+            self.server.hub.end_streams([session_id], info.incarnation, deleted=False)
 
 
 async def _ui_stream(

@@ -38,6 +38,9 @@ from toolwire.events import (
 from toolwire.server._turn import MARKERS, OpenTurn, open_turn
 
 RESET = {"type": "stream-reset"}
+DELETED = {"type": "session-deleted"}
+"""The last item of a stream whose conversation was deleted: the client stops following it (reloading it
+would find nothing, and a page that creates a conversation it cannot find would bring the id back)."""
 
 
 class StreamKey(NamedTuple):
@@ -77,7 +80,7 @@ class Hub(Protocol):
         """The highest seq published for the stream's session (a takeover numbers after it)."""
         ...
 
-    def end_streams(self, session_ids: Iterable[str], incarnation: int) -> None: ...
+    def end_streams(self, session_ids: Iterable[str], incarnation: int, *, deleted: bool = True) -> None: ...
 
     async def request_cancel(self, session_id: str) -> bool:
         """Ask the replica running ``session_id``'s run to cancel it; whether the request went anywhere
@@ -151,6 +154,11 @@ class StreamItem:
         return self._json
 
 
+def final_item(cursor: int, *, deleted: bool) -> StreamItem:
+    """The marker that ends a stream: ``session-deleted``, or ``stream-reset`` (reload the history)."""
+    return StreamItem(cursor=cursor, event=None, _json=dict(DELETED if deleted else RESET))
+
+
 @dataclass(slots=True, eq=False)
 class QueueSubscriber:
     """One subscription's queue: a subscriber ``limit`` items behind is cut off with a ``stream-reset``."""
@@ -170,14 +178,14 @@ class QueueSubscriber:
         self.queue.put_nowait(item)
 
 
-def end_subscriptions(subscribers: set[Any], *, reset_at: int | None = None) -> None:
+def end_subscriptions(subscribers: set[Any], *, last: StreamItem | None = None) -> None:
     """End each of ``subscribers`` (:class:`QueueSubscriber`): its iterator ends, its SSE response completes.
 
-    ``reset_at``: a ``stream-reset`` at that cursor comes last (the stream is gone: the client reloads the
-    history before it follows the session again)."""
+    ``last``: a marker item that comes last (a ``stream-reset``: reload the history before following the
+    session again; :data:`DELETED`: the conversation is gone)."""
     for subscriber in subscribers:
-        if not subscriber.overflowed and reset_at is not None:
-            subscriber.queue.put_nowait(StreamItem(cursor=reset_at, event=None))
+        if not subscriber.overflowed and last is not None:
+            subscriber.queue.put_nowait(last)
         subscriber.overflowed = True
         subscriber.queue.put_nowait(None)
     subscribers.clear()
@@ -266,14 +274,15 @@ class EventHub:
         own = (i.event.seq for i in stream.buffer if i.event and i.event.session_id == key.session_id)
         return max(own, default=0)
 
-    def end_streams(self, session_ids: Iterable[str], incarnation: int) -> None:
-        """A deleted conversation (``session_ids``: its root and sub-sessions): every subscription of its
-        streams (of that incarnation or an older one) gets a ``stream-reset`` and ends, and what the
-        buffers held of it is dropped, so nothing of it can be replayed."""
+    def end_streams(self, session_ids: Iterable[str], incarnation: int, *, deleted: bool = True) -> None:
+        """A deleted conversation (``session_ids``: its root and sub-sessions), or with ``deleted=False``
+        one whose turns were replaced: every subscription of its streams (of that incarnation or an older
+        one) gets a last ``session-deleted`` (or ``stream-reset``) and ends, and what the buffers held of it
+        is dropped, so nothing of it can be replayed."""
         ids = set(session_ids)
         for key in [k for k in self._streams if k.session_id in ids and k.incarnation <= incarnation]:
             stream = self._streams.pop(key)
-            end_subscriptions(stream.subscribers, reset_at=stream.cursor)
+            end_subscriptions(stream.subscribers, last=final_item(stream.cursor, deleted=deleted))
         self._ancestry.forget(ids)
 
     def _evict(self) -> None:

@@ -42,6 +42,7 @@ from toolwire.server.hub import (
     StreamKey,
     Subscription,
     end_subscriptions,
+    final_item,
 )
 from toolwire.store.event_log import MARKER_KINDS, EventLog, LogRow
 
@@ -158,14 +159,15 @@ class SharedEventHub:
             end_subscriptions(stream.subscribers)
         self._streams.clear()
 
-    def end_streams(self, session_ids: Iterable[str], incarnation: int) -> None:
+    def end_streams(self, session_ids: Iterable[str], incarnation: int, *, deleted: bool = True) -> None:
         """A deleted conversation: end this replica's subscriptions of its streams (that incarnation or
-        older) with a ``stream-reset``. Its rows were purged, and the other replicas told, by the store's
-        deleting transaction (``SQLStore.delete_session``)."""
+        older) with a last ``session-deleted`` (``stream-reset`` when ``deleted=False``: its turns were
+        replaced). Its rows were purged, and the other replicas told, by the store's deleting transaction
+        (``SQLStore.delete_session``)."""
         ids = set(session_ids)
         for key in [k for k in self._streams if k.session_id in ids and k.incarnation <= incarnation]:
             stream = self._streams.pop(key)
-            end_subscriptions(stream.subscribers, reset_at=stream.delivered or 0)
+            end_subscriptions(stream.subscribers, last=final_item(stream.delivered or 0, deleted=deleted))
         self._ancestry.forget(ids)
 
     # -- publishing ----------------------------------------------------------------------------------

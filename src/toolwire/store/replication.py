@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+if TYPE_CHECKING:  # an agent without a SQL store never loads SQLAlchemy
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 ExpiredRuns = Callable[[], Awaitable[list[tuple[str, str | None, str]]]]
 """Top-level sessions whose run lease expired: (session id, user id, the dead run's lease owner)."""

@@ -259,9 +259,22 @@ function listen(sessionId, cursor, generation) {
       return;
     }
     if (event.type === "stream-reset") return void open(sessionId); // cannot resume from our cursor
+    if (event.type === "session-deleted") return void deletedElsewhere(sessionId, source);
     view.transcript.apply(event);
     follow(event);
   };
+}
+
+// The server ended the stream because the conversation was deleted (here or in another tab): stop
+// following it. Reloading it would find nothing, and opening an id that is not found creates it again.
+function deletedElsewhere(sessionId, source) {
+  source.close();
+  view.source = null;
+  forgetTitle(sessionId);
+  view.rows.delete(sessionId);
+  refreshSessions();
+  status("deleted");
+  notice("This conversation was deleted.");
 }
 
 // The turn's state as a person sees it: Thinking… until output arrives, Stop while it runs.
