@@ -36,11 +36,11 @@ from toolwire.store.sql import SQLStore
 DIR = Path(os.environ["TW_DIR"])
 _append = SQLStore.append_message
 
-async def append_message(self, session_id, message, *, interaction_id):
+async def append_message(self, session_id, message, *, interaction_id, **fields):
     if message.role == "user" and message.text == "lose me":
         (DIR / f"storing-{os.getpid()}").write_text(interaction_id)
         await asyncio.Event().wait()  # held here until the test SIGKILLs this replica
-    await _append(self, session_id, message, interaction_id=interaction_id)
+    await _append(self, session_id, message, interaction_id=interaction_id, **fields)
 
 SQLStore.append_message = append_message
 
