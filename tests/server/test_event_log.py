@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import tracemalloc
 import uuid
 from collections.abc import AsyncIterator
@@ -18,6 +19,7 @@ from toolwire.events import InteractionEnd, InteractionStart, TextDeltaEvent, Us
 from toolwire.messages import Message, TextPart
 from toolwire.server.hub import EventHub, StreamKey
 from toolwire.server.shared_hub import SharedEventHub
+from toolwire.store.event_log import EventLog, LogRow
 from toolwire.store.sql import SQLStore
 
 POSTGRES_ENV = "TOOLWIRE_TEST_POSTGRES_URL"
@@ -180,3 +182,21 @@ async def test_the_hubs_forget_sub_sessions_when_their_conversation_run_ends(eng
         assert [item.event.session_id for item in items] == ["live", "live.sub_1"]  # type: ignore[attr-defined]
     finally:
         await shared.close()
+
+
+async def test_a_batch_written_again_adds_no_row_and_keeps_its_first_ids(engine: AsyncEngine) -> None:
+    """The writer sends a batch again when its connection dropped after the commit but before the answer
+    (a database outage): the rows were written once, so the second write adds none and returns their first
+    ids, and the replica delivers them once, in order (before: every event twice, under new cursors)."""
+    log = EventLog(engine)
+    await log.create()
+    conn, driver = await log.dedicated()
+    try:
+        rows = [LogRow("s", "s", 1, seq, f'{{"type":"custom","seq":{seq}}}') for seq in (1, 2, 3)]
+        first = await log.insert(driver, rows, time.time())
+        more = LogRow("s", "s", 1, 4, '{"type":"custom","seq":4}')
+        again = await log.insert(driver, [*rows, more], time.time())
+        assert again[:3] == first and again[3] is not None and again[3] > max(i for i in first if i)
+        assert [seq for _, _, seq in await log.after_seq("s", 1, 0, 10)] == [1, 2, 3, 4]
+    finally:
+        await conn.close()

@@ -88,6 +88,10 @@ class _Stream:
     fetching: bool = False
 
 
+def _first(written: tuple[Any, ...]) -> Any:
+    return written[0]
+
+
 def _item(cursor: int, body: str) -> StreamItem:
     data = json.loads(body)
     return StreamItem(cursor=cursor, event=event_from_dict(data), _json=data)
@@ -224,10 +228,16 @@ class SharedEventHub:
                     continue
                 del self._pending[: len(batch)]
                 self.batches += 1
-                for (row, event), cursor in zip(batch, ids, strict=True):
-                    if cursor is not None:  # else refused: its run was fenced by a takeover
-                        key = StreamKey(row.stream, row.incarnation)
-                        self._deliver(key, StreamItem(cursor=cursor, event=event))
+                # In cursor order (rows of a batch written again keep their first, lower, ids); a row
+                # without one was refused: its run was fenced by a takeover.
+                written = [
+                    (cursor, row, event)
+                    for (row, event), cursor in zip(batch, ids, strict=True)
+                    if cursor is not None
+                ]
+                for cursor, row, event in sorted(written, key=_first):
+                    key = StreamKey(row.stream, row.incarnation)
+                    self._deliver(key, StreamItem(cursor=cursor, event=event))
                 await self._maybe_prune()
 
     def _deliver(self, key: StreamKey, item: StreamItem) -> None:

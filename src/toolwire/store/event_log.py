@@ -55,6 +55,17 @@ _DDL = (
         WHERE kind IS NOT NULL""",
     "CREATE INDEX IF NOT EXISTS ix_toolwire_events_session_life ON toolwire_events (session_id, incarnation, seq)",
     "CREATE INDEX IF NOT EXISTS ix_toolwire_events_created ON toolwire_events (created_at)",
+    # One row per event and stream: a batch written again because its commit's acknowledgement was lost
+    # (the connection dropped after the commit) adds nothing. A table of an earlier release may hold such
+    # repeats: they go first (once, when the index is made).
+    """DO $$ BEGIN
+        IF to_regclass('ux_toolwire_events_seq') IS NULL THEN
+            DELETE FROM toolwire_events AS a USING toolwire_events AS b
+                WHERE a.id > b.id AND a.stream = b.stream AND a.incarnation = b.incarnation
+                    AND a.session_id = b.session_id AND a.seq = b.seq;
+            CREATE UNIQUE INDEX ux_toolwire_events_seq ON toolwire_events (stream, incarnation, session_id, seq);
+        END IF;
+    END $$""",
 )
 
 # One round trip per batch: the rows in input order (ids follow it), and one NOTIFY per stream touched
@@ -75,11 +86,20 @@ WITH src AS (
     INSERT INTO toolwire_events (stream, session_id, incarnation, seq, kind, status, body, created_at)
     SELECT src.s, src.e, src.i, src.q, src.k, src.st, src.b, $8 FROM src WHERE src.ok
     ORDER BY src.n
-    RETURNING id, stream
+    ON CONFLICT (stream, incarnation, session_id, seq) DO NOTHING
+    RETURNING id, stream, session_id, seq
 ), note AS (
     SELECT pg_notify($9, d.stream) FROM (SELECT DISTINCT stream FROM ins) AS d
 )
-SELECT id FROM ins UNION ALL SELECT -1 FROM note UNION ALL SELECT -1 - src.n FROM src WHERE NOT src.ok
+SELECT id, stream, session_id, seq FROM ins
+UNION ALL SELECT -1, NULL, NULL, NULL FROM note
+UNION ALL SELECT -1 - src.n, NULL, NULL, NULL FROM src WHERE NOT src.ok
+"""
+# The ids of rows a batch written again found already there (their first write committed unacknowledged).
+_WRITTEN = """
+SELECT e.id, e.stream, e.session_id, e.seq FROM toolwire_events AS e
+JOIN unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[]) AS k(s, i, e, q)
+    ON e.stream = k.s AND e.incarnation = k.i AND e.session_id = k.e AND e.seq = k.q
 """
 # Up to $4 rows after cursor $3, each with its body while the bodies before it add up to less than $5
 # bytes, then without (``NULL``): a page never holds much more than $5 bytes of bodies, however large the
@@ -177,8 +197,26 @@ class EventLog:
             [r.fence[1] if r.fence is not None else 0 for r in rows],
         )
         refused = {-1 - r[0] for r in result if r[0] < -1}
-        ids = iter(sorted(r[0] for r in result if r[0] > 0))
-        return [None if n in refused else next(ids) for n in range(1, len(rows) + 1)]
+        ids = {(r[1], r[2], r[3]): r[0] for r in result if r[0] > 0}
+        out = [
+            None if n in refused else ids.get((row.stream, row.session_id, row.seq))
+            for n, row in enumerate(rows, 1)
+        ]
+        again = [row for n, row in enumerate(rows, 1) if n not in refused and out[n - 1] is None]
+        if again:  # written before: their rows' ids, so this replica still delivers them in order
+            found = await driver.fetch(
+                _WRITTEN,
+                [r.stream for r in again],
+                [r.incarnation for r in again],
+                [r.session_id for r in again],
+                [r.seq for r in again],
+            )
+            ids.update({(r[1], r[2], r[3]): r[0] for r in found})
+            out = [
+                None if n in refused else ids.get((row.stream, row.session_id, row.seq))
+                for n, row in enumerate(rows, 1)
+            ]
+        return out
 
     async def _query(self, method: str, sql: str, *args: Any) -> Any:
         async with self.engine.connect() as conn:
