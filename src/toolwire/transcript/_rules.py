@@ -19,6 +19,7 @@ from toolwire.events import (
     AwaitingKind,
     CustomDataEvent,
     ErrorEvent,
+    FailoverEvent,
     InteractionEnd,
     InteractionStart,
     MediaEvent,
@@ -183,6 +184,7 @@ class Rules:
                 | OutputPartial()
                 | OutputAvailable()
                 | MessagePersisted()
+                | FailoverEvent()
             ):
                 pass  # registering the session (done in _enter) is all these need
             case _:
