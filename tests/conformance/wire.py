@@ -11,6 +11,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -317,6 +318,8 @@ class WireServer:
         self.faults = faults or {}
         self.requests: dict[str, list[dict[str, Any]]] = {}
         self.paths: dict[str, list[str]] = {}
+        self.arrivals: dict[str, list[float]] = {}
+        """Each provider's requests' ``time.monotonic()`` on arrival."""
         self.port = 0
         self._server: asyncio.Server | None = None
 
@@ -354,6 +357,7 @@ class WireServer:
                 return
             provider, frames_for, content_type = route
             self.requests.setdefault(provider, []).append(body)
+            self.arrivals.setdefault(provider, []).append(time.monotonic())
             self.paths.setdefault(provider, []).append(path)
             turn = len(self.requests[provider]) - 1
             fault = self.faults.get(provider, {}).get(turn)

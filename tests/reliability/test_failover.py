@@ -10,9 +10,11 @@ checked against the official SDK's request type.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,12 +24,15 @@ import pytest
 from tests.conformance.test_conformance import MODELS
 from tests.conformance.wire import Fault, WireServer
 from tests.models import sdk_types
+from tests.reliability.fault_server import Behaviour, FaultServer, finish_frames, text_frames
 from toolwire import Agent, open_store
 from toolwire.errors import ProviderHTTPError
 from toolwire.events import AgentEvent, FailoverEvent, StepFinish, TextDeltaEvent, ToolInputStartEvent
-from toolwire.models import collect
+from toolwire.models import Breaker, collect, rate_limit
+from toolwire.models._limits import breaker_for
 from toolwire.models.base import Model, ModelRequest, ToolDefinition
 from toolwire.models.fallback import FallbackModel
+from toolwire.models.openai_chat import OpenAIChatModel
 
 FAMILIES = ["openai-chat", "openai-responses", "anthropic", "gemini", "bedrock"]
 PROVIDER_KEY = {
@@ -187,3 +192,70 @@ async def test_a_non_retryable_error_fails_over_only_when_listed(listed: bool, t
         assert not any(isinstance(e, FailoverEvent) for e in events)
         assert [m.role for m in await store.raw_messages(run.session_id)] == ["user"]
     await store.close()
+
+
+# -- per-model health shared by every run of the process -------------------------------------------------
+
+GOOD = Behaviour(frames=text_frames("All good.") + finish_frames("stop"))
+BROKEN = Behaviour(status=503, body=b'{"error": {"message": "down", "type": "server_error"}}')
+
+
+def chat_model(base_url: str) -> OpenAIChatModel:
+    return OpenAIChatModel("fault-model", api_key="test", base_url=base_url)
+
+
+async def test_a_failing_model_is_skipped_by_every_run_while_its_breaker_cools_down() -> None:
+    policy = Breaker(failures=2, window=60.0, cooldown=0.3)
+    async with FaultServer([BROKEN, BROKEN, GOOD]) as primary, FaultServer([GOOD]) as fallback:
+
+        async def run_once() -> list[AgentEvent]:  # a new agent and new model objects, as a new session's
+            model = FallbackModel(chat_model(primary.base_url), chat_model(fallback.base_url), breaker=policy)
+            agent = Agent(model, retries=0)
+            events = [e async for e in agent.stream("hi")]
+            await agent.aclose()
+            return events
+
+        for expected in (1, 2):  # two runs fail over: the second failure opens the breaker
+            events = await run_once()
+            assert any(isinstance(e, FailoverEvent) for e in events)
+            assert (len(primary.requests), len(fallback.requests)) == (expected, expected)
+        events = await run_once()  # the primary is cooling down: not asked at all
+        assert not any(isinstance(e, FailoverEvent) for e in events)
+        assert (len(primary.requests), len(fallback.requests)) == (2, 3)
+        breaker = breaker_for(chat_model(primary.base_url), policy)
+        deadline = time.monotonic() + 10
+        while not breaker.available():
+            assert time.monotonic() < deadline, "the cooldown never ended"
+            await asyncio.sleep(0.02)
+        events = await run_once()  # cooled down: asked again, answers, the breaker closes
+        assert (len(primary.requests), len(fallback.requests)) == (3, 3)
+        assert events[-1].status == "completed"  # type: ignore[union-attr]
+
+
+async def test_a_rate_limit_is_shared_by_every_run_of_the_process() -> None:
+    async with FaultServer([GOOD]) as server:
+        rate_limit(chat_model(server.base_url), requests_per_minute=2, period=0.4)
+
+        async def run_once() -> None:
+            agent = Agent(chat_model(server.base_url), retries=0)  # its own model object, same identity
+            await agent.run("hi")
+            await agent.aclose()
+
+        async with asyncio.TaskGroup() as runs:
+            for _ in range(5):
+                runs.create_task(run_once())
+    arrivals = sorted(server.arrivals)
+    assert len(arrivals) == 5
+    # At most 2 requests in any 0.4 s: the third starts only once the first left the window.
+    assert all(later - earlier >= 0.35 for earlier, later in zip(arrivals, arrivals[2:], strict=False))
+
+
+async def test_a_token_rate_limit_holds_requests_back_once_the_window_is_full() -> None:
+    async with FaultServer([GOOD]) as server:  # each answer reports 8 tokens
+        rate_limit(chat_model(server.base_url), tokens_per_minute=8, period=0.3)
+        agent = Agent(chat_model(server.base_url), retries=0)
+        for _ in range(3):
+            await agent.run("hi")
+        await agent.aclose()
+    gaps = [b - a for a, b in zip(server.arrivals, server.arrivals[1:], strict=False)]
+    assert len(gaps) == 2 and all(gap >= 0.25 for gap in gaps), gaps

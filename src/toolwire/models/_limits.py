@@ -17,9 +17,6 @@ from dataclasses import dataclass
 from toolwire.errors import ConfigError
 from toolwire.models.base import Model
 
-_WINDOW = 60.0
-"""Rate limits are per minute."""
-
 
 def model_key(model: Model) -> Hashable:
     """The identity runs share health by: adapter class, provider, model name and endpoint."""
@@ -104,11 +101,15 @@ class RateLimit:
     tokens_per_minute: int | None = None
     """Counted from the usage finished requests reported (input + output): a request waits while the
     last minute's tokens reached the limit. A request's own tokens are not known before it is sent."""
+    period: float = 60.0
+    """The window, in seconds ("per minute": 60; shorter in tests)."""
 
     def __post_init__(self) -> None:
         for value in (self.requests_per_minute, self.tokens_per_minute):
             if value is not None and value < 1:
                 raise ConfigError("rate limits must be at least 1 per minute")
+        if self.period <= 0:
+            raise ConfigError("a rate limit's period must be positive")
 
 
 class RateLimiter:
@@ -124,7 +125,7 @@ class RateLimiter:
 
     def _wait(self, now: float) -> float:
         """Seconds until a request may start (0: now)."""
-        horizon = now - _WINDOW
+        horizon = now - self.limit.period
         while self._starts and self._starts[0] <= horizon:
             self._starts.popleft()
         while self._tokens and self._tokens[0][0] <= horizon:
@@ -132,12 +133,12 @@ class RateLimiter:
         wait = 0.0
         rpm, tpm = self.limit.requests_per_minute, self.limit.tokens_per_minute
         if rpm is not None and len(self._starts) >= rpm:
-            wait = self._starts[len(self._starts) - rpm] + _WINDOW - now
+            wait = self._starts[len(self._starts) - rpm] + self.limit.period - now
         if tpm is not None and self._token_sum >= tpm:
             excess, frees_at = self._token_sum - tpm, now
             for counted_at, tokens in self._tokens:  # tokens leave the window oldest first
                 excess -= tokens
-                frees_at = counted_at + _WINDOW
+                frees_at = counted_at + self.limit.period
                 if excess < 0:
                     break
             wait = max(wait, frees_at - now)
@@ -162,13 +163,18 @@ _LIMITERS: dict[Hashable, RateLimiter] = {}
 
 
 def rate_limit(
-    model: Model, *, requests_per_minute: int | None = None, tokens_per_minute: int | None = None
+    model: Model,
+    *,
+    requests_per_minute: int | None = None,
+    tokens_per_minute: int | None = None,
+    period: float = 60.0,
 ) -> Model:
     """Limit ``model`` (and every model object with its identity: adapter, name, endpoint) to these rates
     for every run of this process; returns ``model``. Calling it again replaces the limit."""
-    _LIMITERS[model_key(model)] = RateLimiter(
-        RateLimit(requests_per_minute=requests_per_minute, tokens_per_minute=tokens_per_minute)
+    limit = RateLimit(
+        requests_per_minute=requests_per_minute, tokens_per_minute=tokens_per_minute, period=period
     )
+    _LIMITERS[model_key(model)] = RateLimiter(limit)
     return model
 
 
