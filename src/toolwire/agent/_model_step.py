@@ -74,7 +74,7 @@ class ModelStep:
         self._recorder = recorder
         self._output = output
 
-    async def stream(
+    def stream(
         self, request: ModelRequest, builder: MessageBuilder, message_id: str, step: int
     ) -> AsyncGenerator[AgentEvent, None]:
         """The step's events; ``builder`` holds the assembled parts and the finish when it returns.
@@ -83,10 +83,13 @@ class ModelStep:
         what the failed attempt streamed is dropped (the ``failover`` event says so) and never stored.
         """
         model = self._config.model
-        if not isinstance(model, FallbackModel):
-            async for event in self._attempts(model, request, builder, message_id, step):
-                yield event
-            return
+        if isinstance(model, FallbackModel):
+            return self._failing_over(model, request, builder, message_id, step)
+        return self._attempts(model, request, builder, message_id, step)  # no generator layer per event
+
+    async def _failing_over(
+        self, model: FallbackModel, request: ModelRequest, builder: MessageBuilder, message_id: str, step: int
+    ) -> AsyncGenerator[AgentEvent, None]:
         candidates = model.candidates()
         for index, candidate in enumerate(candidates):
             if index:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from toolwire.errors import ConfigError, ProviderError
 from toolwire.models._builder import closing
-from toolwire.models._limits import Breaker, breaker_for
+from toolwire.models._limits import Breaker, CircuitBreaker, breaker_for
 from toolwire.models.base import (
     Model,
     ModelRequest,
@@ -69,6 +69,10 @@ class FallbackModel(Model):
         self.failover_on = tuple(failover_on)
         self.breaker = breaker
         """Policy of the per-model circuit breakers (``None``: every step tries every model in order)."""
+        # The process's breakers, looked up once: the registry hands every run the same objects.
+        self._breakers: dict[int, CircuitBreaker] = (
+            {id(m): breaker_for(m, breaker) for m in self.models} if breaker is not None else {}
+        )
         first = self.models[0]
         # What the loop asks of "the model" before a step (driver, output mode, step-start) is the
         # primary's: the step's answering model is recorded on the step itself.
@@ -95,10 +99,12 @@ class FallbackModel(Model):
     def candidates(self) -> Sequence[Model]:
         """The models to ask for one step, in order: those whose breaker is not cooling down; when every
         one is, all of them, the one whose cooldown ends first leading (better a try than no answer)."""
-        if self.breaker is None:
+        if not self._breakers:
             return self.models
         now = time.monotonic()
-        breakers = [breaker_for(m, self.breaker) for m in self.models]
+        breakers = [self._breakers[id(m)] for m in self.models]
+        if all(b.available(now) for b in breakers):  # the usual case: no new list
+            return self.models
         ready = [m for m, b in zip(self.models, breakers, strict=True) if b.available(now)]
         if ready:
             return ready
@@ -122,13 +128,15 @@ class FallbackModel(Model):
 
     def failed(self, model: Model, error: ProviderError) -> None:
         """A step failed on ``model`` with ``error`` (that it fails over on): counted by its breaker."""
-        if self.breaker is not None:
-            breaker_for(model, self.breaker).failure()
+        breaker = self._breakers.get(id(model))
+        if breaker is not None:
+            breaker.failure()
 
     def answered(self, model: Model) -> None:
         """``model`` answered a step: its breaker closes."""
-        if self.breaker is not None:
-            breaker_for(model, self.breaker).success()
+        breaker = self._breakers.get(id(model))
+        if breaker is not None:
+            breaker.success()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
         candidates = self.candidates()
