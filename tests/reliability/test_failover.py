@@ -30,6 +30,7 @@ from toolwire.errors import ProviderHTTPError
 from toolwire.events import AgentEvent, FailoverEvent, StepFinish, TextDeltaEvent, ToolInputStartEvent
 from toolwire.models import Breaker, collect, rate_limit
 from toolwire.models._limits import breaker_for
+from toolwire.models.anthropic import AnthropicModel
 from toolwire.models.base import Model, ModelRequest, ToolDefinition
 from toolwire.models.fallback import FallbackModel
 from toolwire.models.openai_chat import OpenAIChatModel
@@ -259,3 +260,54 @@ async def test_a_token_rate_limit_holds_requests_back_once_the_window_is_full() 
         await agent.aclose()
     gaps = [b - a for a, b in zip(server.arrivals, server.arrivals[1:], strict=False)]
     assert len(gaps) == 2 and all(gap >= 0.25 for gap in gaps), gaps
+
+
+# -- a request too long for the model asked --------------------------------------------------------------
+
+TOO_LONG = {
+    "openai": b'{"error": {"message": "This model\'s maximum context length is 8192 tokens. However, your '
+    b'messages resulted in 9000 tokens.", "type": "invalid_request_error", "code": "context_length_exceeded"}}',
+    "anthropic": b'{"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: '
+    b'250000 tokens > 200000 maximum"}}',
+}
+
+
+@pytest.mark.parametrize("wording", sorted(TOO_LONG))
+async def test_a_context_length_error_goes_to_the_larger_window_model(wording: str) -> None:
+    too_long = Behaviour(status=400, body=TOO_LONG[wording])
+    async with (
+        FaultServer([too_long]) as primary_server,
+        FaultServer([GOOD]) as same_window,
+        FaultServer([GOOD]) as larger,
+    ):
+        primary: Model = (
+            AnthropicModel("claude-small", api_key="k", base_url=primary_server.base_url.removesuffix("/v1"))
+            if wording == "anthropic"
+            else chat_model(primary_server.base_url)
+        )
+        model = FallbackModel(
+            primary,
+            chat_model(same_window.base_url),
+            larger_context=chat_model(larger.base_url),
+            breaker=None,
+        )
+        agent = Agent(model, retries=0)
+        events = [e async for e in agent.stream("a very long prompt")]
+        await agent.aclose()
+    assert events[-1].status == "completed"  # type: ignore[union-attr]
+    assert (len(same_window.requests), len(larger.requests)) == (0, 1)  # not the other fallback
+    (failover,) = [e for e in events if isinstance(e, FailoverEvent)]
+    assert failover.status == 400 and failover.to_model == "fault-model"
+
+
+async def test_without_a_larger_window_model_a_context_length_error_ends_the_step() -> None:
+    async with (
+        FaultServer([Behaviour(status=400, body=TOO_LONG["openai"])]) as primary,
+        FaultServer([GOOD]) as other,
+    ):
+        model = FallbackModel(chat_model(primary.base_url), chat_model(other.base_url), breaker=None)
+        agent = Agent(model, retries=0)
+        with pytest.raises(ProviderHTTPError) as raised:
+            await agent.run("a very long prompt")
+        await agent.aclose()
+    assert raised.value.code == "context_length_exceeded" and other.requests == []

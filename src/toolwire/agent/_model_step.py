@@ -90,22 +90,22 @@ class ModelStep:
     async def _failing_over(
         self, model: FallbackModel, request: ModelRequest, builder: MessageBuilder, message_id: str, step: int
     ) -> AsyncGenerator[AgentEvent, None]:
-        candidates = model.candidates()
-        for index, candidate in enumerate(candidates):
-            if index:
-                builder.reset()
+        queue = list(model.candidates())
+        while queue:
+            candidate = queue.pop(0)
             builder.provider, builder.model = candidate.provider, candidate.model_name  # who answers
             try:
                 async for event in self._attempts(candidate, request, builder, message_id, step):
                     yield event
             except (ProviderError, StepAborted) as exc:
                 error = exc.__cause__ if isinstance(exc, StepAborted) else exc
-                if not isinstance(error, ProviderError) or not model.fails_over(error):
+                if not isinstance(error, ProviderError):
                     raise
-                model.failed(candidate, error)
-                if index == len(candidates) - 1:
+                queue = list(model.after_failure(candidate, error, queue))
+                if not queue:
                     raise
-                following = candidates[index + 1]
+                builder.reset()
+                following = queue[0]
                 logger.warning("model step failed on %s (%s); failing over to %s", candidate.model_name, error,
                                following.model_name)  # fmt: skip
                 yield self._recorder.event(

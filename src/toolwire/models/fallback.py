@@ -14,6 +14,7 @@ only while nothing of the answer has been yielded: a stream cut after output rai
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, TypeAlias
@@ -41,13 +42,31 @@ FailoverOn: TypeAlias = int | str | type[ProviderError]
 _DEFAULT_BREAKER = Breaker()
 
 
+_CONTEXT_LENGTH = re.compile(
+    r"context[ _-]?(length|window)|prompt is too long|input is too long|too many (input )?tokens"
+    r"|exceeds the maximum (number of )?(input )?tokens|maximum context",
+    re.IGNORECASE,
+)
+"""How providers word a request longer than the model's window: OpenAI (and compatible servers, and the
+embedded model) ``context_length_exceeded``; Anthropic "prompt is too long"; Gemini "exceeds the maximum
+number of tokens"; Bedrock "Input is too long" / "too many input tokens"."""
+
+
+def is_context_length_error(error: ProviderError) -> bool:
+    """Whether ``error`` says the request does not fit the model's context window."""
+    if error.code == "context_length_exceeded":
+        return True
+    return error.status in (None, 400, 413) and bool(_CONTEXT_LENGTH.search(error.message))
+
+
 class FallbackModel(Model):
     """Asks ``primary``, and when a step fails with a retryable error, each fallback in turn.
 
     Retryable errors are those a plain model is retried on (connection refused or reset, timeouts, 5xx,
     429, 529, a stream cut at any point, even after partial text or tool arguments); each model first gets
     the agent's own ``retries`` for failures before any output. Other errors (400, 401, a content filter)
-    end the step unless ``failover_on`` lists them. Every step starts on the primary again unless its
+    end the step unless ``failover_on`` lists them. A request too long for the model asked (a context-length
+    error) goes to ``larger_context`` when one is given. Every step starts on the primary again unless its
     circuit breaker (``breaker``, shared by every run of the process) has it cooling down.
     """
 
@@ -57,14 +76,18 @@ class FallbackModel(Model):
         *fallbacks: ModelSpec,
         failover_on: Iterable[FailoverOn] = (),
         breaker: Breaker | None = _DEFAULT_BREAKER,
+        larger_context: ModelSpec | None = None,
     ) -> None:
         from toolwire.models import infer_model  # the resolver imports this module
 
-        if not fallbacks:
-            raise ConfigError("FallbackModel needs at least one fallback model")
+        if not fallbacks and larger_context is None:
+            raise ConfigError("FallbackModel needs a fallback model or a larger_context model")
         self.models: tuple[Model, ...] = tuple(infer_model(m) for m in (primary, *fallbacks))
         """The models in the order they are asked."""
-        if any(isinstance(m, FallbackModel) for m in self.models):
+        self.larger_context = infer_model(larger_context) if larger_context is not None else None
+        """The model asked when a step's request is too long for the model asked (a context-length error),
+        instead of the other fallbacks (which may have the same window)."""
+        if any(isinstance(m, FallbackModel) for m in (*self.models, self.larger_context)):
             raise ConfigError("a FallbackModel cannot contain another FallbackModel: list its models instead")
         self.failover_on = tuple(failover_on)
         self.breaker = breaker
@@ -126,6 +149,24 @@ class FallbackModel(Model):
                 return True
         return False
 
+    def after_failure(
+        self, model: Model, error: ProviderError, remaining: Sequence[Model]
+    ) -> Sequence[Model]:
+        """The models still to ask after ``model`` failed a step with ``error`` (empty: the error ends it).
+
+        A context-length error goes to ``larger_context`` (not counted by the breaker: the model is well);
+        an error the wrapper fails over on goes to the ``remaining`` candidates and counts as a failure."""
+        if (
+            self.larger_context is not None
+            and model is not self.larger_context
+            and is_context_length_error(error)
+        ):
+            return (self.larger_context,)
+        if not self.fails_over(error):
+            return ()
+        self.failed(model, error)
+        return remaining
+
     def failed(self, model: Model, error: ProviderError) -> None:
         """A step failed on ``model`` with ``error`` (that it fails over on): counted by its breaker."""
         breaker = self._breakers.get(id(model))
@@ -139,8 +180,9 @@ class FallbackModel(Model):
             breaker.success()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
-        candidates = self.candidates()
-        for index, model in enumerate(candidates):
+        queue = list(self.candidates())
+        while queue:
+            model = queue.pop(0)
             # Bookkeeping parts are held back until the answer starts, so a failure before it can still
             # move to the next model with nothing yielded.
             held: list[ModelStreamPart] = []
@@ -159,9 +201,11 @@ class FallbackModel(Model):
                                 yield early
                         yield part
             except ProviderError as exc:
-                if started or index == len(candidates) - 1 or not self.fails_over(exc):
+                if started:
                     raise
-                self.failed(model, exc)
+                queue = list(self.after_failure(model, exc, queue))
+                if not queue:
+                    raise
                 continue
             for early in held if not started else ():
                 yield early
@@ -169,5 +213,5 @@ class FallbackModel(Model):
             return
 
     async def aclose(self) -> None:
-        for model in self.models:
+        for model in (*self.models, *((self.larger_context,) if self.larger_context else ())):
             await model.aclose()
