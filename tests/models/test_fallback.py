@@ -71,3 +71,16 @@ def test_a_list_of_models_is_a_fallback_model() -> None:
         FallbackModel(first)
     with pytest.raises(ConfigError):
         Breaker(failures=0)
+
+
+def test_when_every_breaker_is_open_the_cooldown_ending_first_leads() -> None:
+    first, second = chat_model("http://127.0.0.1:11/v1"), chat_model("http://127.0.0.1:12/v1")
+    model = FallbackModel(first, second, breaker=Breaker(failures=1, window=60.0, cooldown=60.0))
+    assert model.candidates() == (first, second)
+    error = ProviderHTTPError("down", status=503, retryable=True)
+    assert model.after_failure(second, error, [first]) == [first]  # counted: second opens first
+    assert model.candidates() == (first,)
+    model.failed(first, error)
+    assert model.candidates() == (second, first)  # both cooling down: a try rather than no answer
+    model.answered(second)  # a success closes it
+    assert model.candidates() == (second,)  # the primary still cools down

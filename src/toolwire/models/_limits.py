@@ -73,8 +73,10 @@ class CircuitBreaker:
             failures.clear()
 
     def success(self) -> None:
+        """The model answered (asked after its cooldown, or while every model was cooling down): closed."""
         self._failures.clear()
         self._tripped = False
+        self._open_until = 0.0
 
 
 _BREAKERS: dict[tuple[Hashable, Breaker], CircuitBreaker] = {}

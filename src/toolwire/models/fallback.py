@@ -128,11 +128,11 @@ class FallbackModel(Model):
         breakers = [self._breakers[id(m)] for m in self.models]
         if all(b.available(now) for b in breakers):  # the usual case: no new list
             return self.models
-        ready = [m for m, b in zip(self.models, breakers, strict=True) if b.available(now)]
+        ready = tuple(m for m, b in zip(self.models, breakers, strict=True) if b.available(now))
         if ready:
             return ready
         order = sorted(range(len(self.models)), key=lambda i: breakers[i].open_until)
-        return [self.models[i] for i in order]
+        return tuple(self.models[i] for i in order)
 
     def fails_over(self, error: ProviderError) -> bool:
         """Whether ``error`` moves the step to the next model."""
