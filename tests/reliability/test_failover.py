@@ -25,7 +25,7 @@ from tests.conformance.test_conformance import MODELS
 from tests.conformance.wire import Fault, WireServer
 from tests.models import sdk_types
 from tests.reliability.fault_server import Behaviour, FaultServer, finish_frames, text_frames
-from toolwire import Agent, open_store
+from toolwire import Agent, TextPart, open_store
 from toolwire.errors import ProviderHTTPError
 from toolwire.events import AgentEvent, FailoverEvent, StepFinish, TextDeltaEvent, ToolInputStartEvent
 from toolwire.models import Breaker, collect, rate_limit
@@ -34,6 +34,7 @@ from toolwire.models.anthropic import AnthropicModel
 from toolwire.models.base import Model, ModelRequest, ToolDefinition
 from toolwire.models.fallback import FallbackModel
 from toolwire.models.openai_chat import OpenAIChatModel
+from toolwire.models.scripted import ScriptedModel
 
 FAMILIES = ["openai-chat", "openai-responses", "anthropic", "gemini", "bedrock"]
 PROVIDER_KEY = {
@@ -317,3 +318,15 @@ async def test_without_a_larger_window_model_a_context_length_error_ends_the_ste
             await agent.run("a very long prompt")
         await agent.aclose()
     assert raised.value.code == "context_length_exceeded" and other.requests == []
+
+
+async def test_a_fallback_without_function_calling_is_driven_by_react() -> None:
+    """A model without function calling (``supports_tools=False``, as the embedded model) as the fallback of
+    a tool-calling primary: its steps get the ReAct driver, so its JSON decision becomes the answer."""
+    decision = '{"action": "final_answer", "answer": "It is settled."}'
+    react_model = ScriptedModel([[TextPart(text=decision)], [TextPart(text=decision)]])
+    react_model.supports_tools = False
+    async with FaultServer([BROKEN]) as primary:
+        agent = Agent(FallbackModel(chat_model(primary.base_url), react_model, breaker=None), retries=0)
+        assert [(await agent.run("is it settled?")).output for _ in range(2)] == ["It is settled."] * 2
+        await agent.aclose()

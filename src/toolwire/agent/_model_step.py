@@ -20,6 +20,7 @@ from typing import assert_never
 from toolwire._text import clean_stream_part
 from toolwire.agent._recorder import StepRecorder
 from toolwire.agent.config import RunConfig
+from toolwire.agent.drivers import Driver
 from toolwire.agent.drivers._default import default_driver
 from toolwire.agent.output import OutputPolicy
 from toolwire.errors import ProviderError, ProviderProtocolError, StepAborted
@@ -73,6 +74,10 @@ class ModelStep:
         self._config = config
         self._recorder = recorder
         self._output = output
+        self._drivers: dict[int, Driver] = {}
+        """Drivers of a FallbackModel's candidates that need another than the agent's (a model without
+        function calling among tool-calling ones): one per model for the whole run, as the agent's is
+        (the ReAct driver counts its calls per user turn)."""
 
     def stream(
         self, request: ModelRequest, builder: MessageBuilder, message_id: str, step: int
@@ -130,9 +135,7 @@ class ModelStep:
     ) -> AsyncGenerator[AgentEvent, None]:
         """One model's attempts at the step: retried with backoff while nothing of it was emitted."""
         config, output = self._config, self._output
-        driver = (
-            config.driver if model.supports_tools == config.model.supports_tools else default_driver(model)
-        )
+        driver = self._driver_for(model)
         limiter = limiter_for(model)
         attempt = 0
         while True:
@@ -181,6 +184,16 @@ class ModelStep:
                 attempt += 1
                 builder.reset()
                 await asyncio.sleep(delay)
+
+    def _driver_for(self, model: Model) -> Driver:
+        """The agent's driver, unless ``model`` (a fallback) lacks the function calling the agent's model has
+        (or has it where the agent's model has not): then the default driver for it."""
+        if model.supports_tools == self._config.model.supports_tools:
+            return self._config.driver
+        driver = self._drivers.get(id(model))
+        if driver is None:
+            driver = self._drivers[id(model)] = default_driver(model)
+        return driver
 
     def _take(self, part: ModelStreamPart, builder: MessageBuilder, message_id: str) -> AgentEvent | None:
         """A (cleaned) part joins the step's message; its event, or ``None`` for bookkeeping parts."""
