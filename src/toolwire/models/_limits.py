@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -122,8 +123,11 @@ class RateLimiter:
         self._starts: deque[float] = deque()
         self._tokens: deque[tuple[float, int]] = deque()
         self._token_sum = 0
-        self._turn = asyncio.Lock()
-        """One waiter at a time checks the window, so runs are admitted first come, first served."""
+        self._turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+        """One waiter at a time checks the window, so runs are admitted first come, first served; one lock
+        per event loop (``run_sync`` callers each run their own), the window shared by all."""
 
     def _wait(self, now: float) -> float:
         """Seconds until a request may start (0: now)."""
@@ -148,7 +152,11 @@ class RateLimiter:
 
     async def acquire(self) -> None:
         """Wait (without a busy loop) until the window has room, then count one request start."""
-        async with self._turn:
+        loop = asyncio.get_running_loop()
+        turn = self._turns.get(loop)
+        if turn is None:
+            turn = self._turns[loop] = asyncio.Lock()
+        async with turn:
             # The clock, not another task, frees the window: there is no event to wait on.
             while (wait := self._wait(time.monotonic())) > 0:  # noqa: ASYNC110
                 await asyncio.sleep(wait)
