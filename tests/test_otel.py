@@ -17,6 +17,7 @@ from opentelemetry.semconv._incubating.attributes.gen_ai_attributes import (
 from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
+from tests.reliability.fault_server import Behaviour, FaultServer
 from toolwire import Agent, TextPart, ToolCallPart
 from toolwire.errors import MaxStepsExceeded, ProviderHTTPError
 from toolwire.messages import Usage
@@ -24,6 +25,7 @@ from toolwire.models.anthropic import AnthropicModel
 from toolwire.models.azure import AzureOpenAIChatModel, AzureOpenAIResponsesModel
 from toolwire.models.base import Model
 from toolwire.models.bedrock import BedrockModel
+from toolwire.models.fallback import FallbackModel
 from toolwire.models.gemini import GeminiModel
 from toolwire.models.openai_chat import OpenAIChatModel
 from toolwire.models.openai_responses import OpenAIResponsesModel
@@ -238,3 +240,24 @@ async def test_chat_spans_carry_the_output_type_when_the_run_asks_for_json(
     assert chat.attributes.get("gen_ai.output.type") == expected
     if expected is not None:
         assert expected in {v.value for v in GenAiOutputTypeValues}
+
+
+async def test_a_failed_over_attempt_is_a_chat_span_of_its_own_with_an_error_type() -> None:
+    tp, exporter = provider()
+    broken = Behaviour(status=529, body=b'{"type": "error", "error": {"type": "overloaded_error"}}')
+    async with FaultServer([broken]) as server:
+        primary = AnthropicModel("claude-x", api_key="k", base_url=server.base_url.removesuffix("/v1"))
+        fallback = ScriptedModel([[TextPart(text="hi")]])
+        agent = Agent(FallbackModel(primary, fallback, breaker=None), retries=0)
+        instrument(agent, tp)
+        result = await agent.run("x")
+    assert result.output == "hi"
+    failed, answered = (
+        by_name(exporter.get_finished_spans(), "chat claude-x"),
+        by_name(exporter.get_finished_spans(), "chat scripted"),
+    )
+    assert len(failed) == 1 and len(answered) == 1
+    assert failed[0].status.status_code == StatusCode.ERROR
+    assert failed[0].attributes is not None and failed[0].attributes["error.type"] == "ProviderHTTPError"
+    assert failed[0].attributes["toolwire.failover.to"] == "scripted:scripted"
+    assert answered[0].status.status_code != StatusCode.ERROR

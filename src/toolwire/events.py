@@ -457,6 +457,37 @@ class MessagePersisted(Envelope):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FailoverEvent(Envelope):
+    """A model step failed on one model and is asked of the next (``FallbackModel``, alias ``failover``).
+
+    Whatever the failed attempt streamed for ``message_id`` (text, reasoning, tool inputs) is dropped:
+    it is never stored and no tool of it runs. The next model's events for the step follow under the
+    same ``message_id``; clients discard the message's streamed parts when ``dropped_output`` is set."""
+
+    type: Literal["failover"] = "failover"
+    step: int
+    """The step that failed over."""
+    message_id: str
+    """The assistant message of the step (its parts streamed so far are dropped)."""
+    from_provider: str
+    """The provider that failed."""
+    from_model: str
+    """The model that failed."""
+    to_provider: str
+    """The provider asked next."""
+    to_model: str
+    """The model asked next."""
+    reason: str
+    """The error, as text."""
+    error_type: str
+    """The error's class name, e.g. ``ProviderConnectionError``."""
+    status: int | None = None
+    """The HTTP status of the failure, when it was one."""
+    dropped_output: bool = False
+    """Whether the failed attempt had streamed output (then dropped)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ErrorEvent(Envelope):
     """The run failed (alias ``error``); an :class:`InteractionEnd` with status ``error`` follows."""
 
@@ -498,6 +529,7 @@ AgentEvent: TypeAlias = Annotated[
     | OutputPartial
     | OutputAvailable
     | MessagePersisted
+    | FailoverEvent
     | ErrorEvent,
     Field(discriminator="type"),
 ]

@@ -11,6 +11,9 @@ conventions. Layout::
     └── execute_tool {tool}              (gen_ai.tool.name, gen_ai.tool.call.id; error status on failure)
         └── invoke_agent {sub-agent}     (a sub-agent run nests under the tool call that delegated to it)
 
+A step that fails over (``FallbackModel``) has one chat span per model asked: the failed attempt's ends with
+ERROR status, ``error.type`` (the provider error's class) and ``toolwire.failover.to``.
+
 Sub-agent events reach the parent's stream, so instrumenting the top agent covers the whole tree. A failed
 span (the run, its open model request, a tool call) has ERROR status and ``error.type``: the exception's
 class name, else the run's or the call's status (``cancelled``, ``blocked``, ``denied``, ...).
@@ -25,6 +28,7 @@ from toolwire.errors import MissingExtraError
 from toolwire.events import (
     AgentEvent,
     ErrorEvent,
+    FailoverEvent,
     InteractionEnd,
     InteractionStart,
     MessagePersisted,
@@ -80,6 +84,8 @@ class _Instrumentation:
                 self._step_start(event)
             case ErrorEvent():
                 self.errors[event.session_id] = event.error_type
+            case FailoverEvent():
+                self._failover(event)
             case MessagePersisted() | ToolCallActive():
                 # the model request is over once its message is stored or a tool starts
                 step = self.steps.get(event.session_id)
@@ -124,13 +130,17 @@ class _Instrumentation:
         )
         self.runs[event.session_id] = _RunSpan(span, event)
 
-    def _step_start(self, event: StepStart) -> None:
+    def _step_start(self, event: StepStart | FailoverEvent) -> None:
         run = self.runs.get(event.session_id)
         start = run.start if run is not None else None
-        model = event.model or (start.model if start else None) or ""
+        if isinstance(event, FailoverEvent):  # the next model's attempt at the step
+            model, provider_name = event.to_model, event.to_provider
+        else:
+            model = event.model or (start.model if start else None) or ""
+            provider_name = (start.provider_name if start else None) or event.provider or ""
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": (start.provider_name if start else None) or event.provider or "",
+            "gen_ai.provider.name": provider_name,
             "gen_ai.request.model": model,
             "gen_ai.conversation.id": event.session_id,
         }
@@ -144,6 +154,16 @@ class _Instrumentation:
             attributes=attributes,
         )
         self.steps[event.session_id] = _StepSpan(span)
+
+    def _failover(self, event: FailoverEvent) -> None:
+        """The step's request failed and goes to another model: its span ends as an error, and the next
+        model's attempt gets a chat span of its own."""
+        step = self.steps.pop(event.session_id, None)
+        if step is not None:
+            step.span.set_attribute("toolwire.failover.to", f"{event.to_provider}:{event.to_model}")
+            _failed(step.span, event.error_type, event.reason)
+            step.span.end(end_time=_ns(event.timestamp))
+        self._step_start(event)
 
     def _step_finish(self, event: StepFinish) -> None:
         step = self.steps.pop(event.session_id, None)

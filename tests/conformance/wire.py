@@ -11,6 +11,8 @@ import asyncio
 import base64
 import contextlib
 import json
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from tests.models.eventstream import frame
@@ -293,12 +295,31 @@ ROUTES = {
 }
 
 
-class WireServer:
-    """Real HTTP/1.1 on 127.0.0.1; answers each provider's n-th request with turn n of the scenario."""
+@dataclass(frozen=True)
+class Fault:
+    """How one response misbehaves, at the byte level."""
 
-    def __init__(self) -> None:
+    status: int | None = None
+    """Answer with this HTTP error status (a JSON error body) instead of the stream."""
+    cut_headers: bool = False
+    """Close the connection halfway through the response headers."""
+    cut_before: bytes | None = None
+    """Close the connection, the chunked body unterminated, before the first frame containing these bytes
+    (``b""``: before the first frame, right after the headers)."""
+    inside: bool = False
+    """Send the first half of that frame's bytes before closing."""
+
+
+class WireServer:
+    """Real HTTP/1.1 on 127.0.0.1; answers each provider's n-th request with turn n of the scenario, or
+    with the :class:`Fault` that ``faults[provider][n]`` names."""
+
+    def __init__(self, faults: dict[str, dict[int, Fault]] | None = None) -> None:
+        self.faults = faults or {}
         self.requests: dict[str, list[dict[str, Any]]] = {}
         self.paths: dict[str, list[str]] = {}
+        self.arrivals: dict[str, list[float]] = {}
+        """Each provider's requests' ``time.monotonic()`` on arrival."""
         self.port = 0
         self._server: asyncio.Server | None = None
 
@@ -336,13 +357,35 @@ class WireServer:
                 return
             provider, frames_for, content_type = route
             self.requests.setdefault(provider, []).append(body)
+            self.arrivals.setdefault(provider, []).append(time.monotonic())
             self.paths.setdefault(provider, []).append(path)
             turn = len(self.requests[provider]) - 1
-            writer.write(
+            fault = self.faults.get(provider, {}).get(turn)
+            if fault is not None and fault.status is not None:
+                error = json.dumps({"error": {"message": "injected", "type": "injected_error"}}).encode()
+                writer.write(
+                    f"HTTP/1.1 {fault.status} Error\r\ncontent-type: application/json\r\n"
+                    f"content-length: {len(error)}\r\nconnection: close\r\n\r\n".encode()
+                    + error
+                )
+                await writer.drain()
+                return
+            head = (
                 f"HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ntransfer-encoding: chunked\r\n"
                 "connection: close\r\n\r\n".encode()
             )
+            if fault is not None and fault.cut_headers:
+                writer.write(head[: len(head) // 2])
+                await writer.drain()
+                return
+            writer.write(head)
             for frame in frames_for(turn):
+                if fault is not None and fault.cut_before is not None and fault.cut_before in frame:
+                    if fault.inside:
+                        half = frame[: len(frame) // 2]
+                        writer.write(f"{len(frame):x}\r\n".encode() + half)
+                        await writer.drain()
+                    return
                 writer.write(f"{len(frame):x}\r\n".encode() + frame + b"\r\n")
                 await writer.drain()
             writer.write(b"0\r\n\r\n")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -30,13 +31,18 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
+from tests.conformance.wire import Fault, WireServer
+from tests.models import sdk_types
 from tests.models.sdk_types import check_openai_chat
+from tests.reliability.test_failover import sent_by_every_adapter
 from toolwire import Agent, open_store
 from toolwire.errors import MaxStepsExceeded
-from toolwire.events import OutputPartial
+from toolwire.events import FailoverEvent, OutputPartial
 from toolwire.messages import Message, ToolCallPart, ToolResultPart
 from toolwire.models._builder import MessageBuilder, collect
+from toolwire.models.anthropic import AnthropicModel
 from toolwire.models.base import ModelRequest, ModelSettings, ToolDefinition, ToolInputDelta
+from toolwire.models.fallback import FallbackModel
 from toolwire.models.local import default_model_path
 from toolwire.models.openai_chat import OpenAIChatModel
 
@@ -285,3 +291,61 @@ async def test_prompted_output_mode_against_the_real_server(server: str, stream:
         system["role"] == "system" and "Answer with one JSON object matching this schema" in system["content"]
     )
     assert json.dumps(Capital.model_json_schema()) in system["content"]
+
+
+async def test_a_step_cut_on_anthropic_fails_over_to_the_real_server_and_back(
+    server: str, tmp_path: Path
+) -> None:
+    """Failover with the real llama.cpp server as the fallback: the primary (Anthropic wire, byte-level
+    faults) cuts its stream inside the tool arguments; the server answers the step with its own call id,
+    the tool runs once, the next step goes back to the primary, whose request carries the server's call
+    (its id fitted to Anthropic's pattern) and is a valid Anthropic request; every adapter sends the
+    stored history as a valid request of its SDK type."""
+    runs: list[str] = []
+
+    async def get_weather(city: str) -> dict[str, Any]:
+        """Current weather in a city."""
+        runs.append(city)
+        return {"city": city, "temp_c": 21}
+
+    store = await open_store(f"sqlite+aiosqlite:///{tmp_path / 'failover.db'}")
+    async with WireServer({"anthropic": {0: Fault(cut_before=b"Par", inside=True)}}) as wire:
+        primary = AnthropicModel("conf-model", api_key="k", base_url=wire.base)
+        fallback = _model(server, _Captured(), stream=False)
+        agent = Agent(
+            FallbackModel(primary, fallback, breaker=None),
+            tools=[get_weather],
+            store=store,
+            tool_choice="get_weather",  # step 1 only; the 135M model calls tools again under auto
+            model_settings=SETTINGS,
+            retries=0,
+        )
+        run = agent.stream(QUESTION)
+        events = [event async for event in run]
+        await agent.aclose()
+    assert run.result is not None and run.result.status == "completed", events[-3:]
+    assert len(runs) == 1
+    (failover,) = [e for e in events if isinstance(e, FailoverEvent)]
+    assert (failover.from_provider, failover.to_provider, failover.dropped_output) == (
+        "anthropic",
+        "openai",
+        True,
+    )
+    raw = await store.raw_messages(run.session_id)
+    assert [(m.role, m.provider) for m in raw] == [
+        ("user", None),
+        ("assistant", "openai"),
+        ("tool", None),
+        ("assistant", "anthropic"),
+    ]
+    served_id = raw[1].tool_calls[0].tool_call_id
+    continuation = wire.requests["anthropic"][1]
+    sdk_types.check_anthropic(continuation)
+    uses = [b for m in continuation["messages"] if isinstance(m["content"], list) for b in m["content"]
+            if b["type"] == "tool_use"]  # fmt: skip
+    results = [b for m in continuation["messages"] if isinstance(m["content"], list) for b in m["content"]
+               if b["type"] == "tool_result"]  # fmt: skip
+    assert len(uses) == len(results) == 1 and uses[0]["id"] == results[0]["tool_use_id"]
+    assert re.fullmatch(r"[a-zA-Z0-9_-]+", uses[0]["id"]), (served_id, uses[0]["id"])
+    await sent_by_every_adapter(await store.load_history(run.session_id), tools=("get_weather",))
+    await store.close()

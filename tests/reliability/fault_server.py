@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,6 +89,8 @@ class FaultServer:
     def __init__(self, behaviours: list[Behaviour]) -> None:
         self.behaviours = behaviours
         self.requests: list[dict[str, Any]] = []
+        self.arrivals: list[float] = []
+        """Each request's ``time.monotonic()`` when its body was read."""
         self.port = 0
         self._server: asyncio.Server | None = None
         self._release = asyncio.Event()
@@ -122,6 +125,7 @@ class FaultServer:
         try:
             request = await self._read_request(reader)
             self.requests.append(request or {})
+            self.arrivals.append(time.monotonic())
             index = len(self.requests) - 1
             behaviour = self.behaviours[min(index, len(self.behaviours) - 1)]
             if behaviour.refuse:

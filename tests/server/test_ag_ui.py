@@ -13,7 +13,11 @@ from typing import Any
 
 import pytest
 
+from tests.reliability.fault_server import Behaviour, FaultServer, text_frames, tool_frames
 from tests.server.protocol_agents import build
+from toolwire import Agent, TextPart
+from toolwire.models.fallback import FallbackModel
+from toolwire.models.openai_chat import OpenAIChatModel
 from toolwire.models.scripted import ScriptedModel
 from toolwire.server import create_app
 from toolwire.store import MemoryStore
@@ -208,3 +212,26 @@ async def test_the_official_client_gets_a_typed_400_for_a_bad_thread_id_and_a_fo
     assert seen["error"]["status"] == 400
     assert seen["error"]["payload"]["error"]["type"] == "bad_request"
     assert foreign.status_code == 403
+
+
+async def test_a_failover_mid_answer_keeps_the_ag_ui_stream_valid() -> None:
+    """The primary's stream is cut after its text and a call started (real socket); the fallback answers.
+    The official client accepts every event; the failover is a ``CUSTOM`` event; the snapshot (the stored
+    conversation) has only the fallback's answer."""
+    cut = Behaviour(
+        frames=text_frames("Looking it up.") + tool_frames("call_cut", "lookup", '{"txn": "T9"}'),
+        cut_after=7,  # the text streamed, the call started, its arguments cut
+    )
+    async with FaultServer([cut, cut]) as faulty:
+        primary = OpenAIChatModel("fault-model", api_key="k", base_url=faulty.base_url)
+        fallback = ScriptedModel([[TextPart(text="All settled.")]])
+        agent = Agent(FallbackModel(primary, fallback, breaker=None), retries=0)
+        app = create_app(agent, store=MemoryStore())
+        async with live_server(app) as server:
+            seen = _ok(await _client(server, "turn", "thread-failover", AGUI_PROMPT="lookup T9"))
+    (run,) = seen["runs"]
+    assert "CUSTOM" in run["events"] and run["outcome"] == "success", run["events"]
+    assert [(m["role"], m["content"]) for m in seen["messages"]] == [
+        ("user", "lookup T9"),
+        ("assistant", "All settled."),
+    ]

@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
+from tests.reliability.fault_server import Behaviour, FaultServer, finish_frames, text_frames, tool_frames
 from toolwire import Agent, TextPart, ToolCallPart
+from toolwire.models.fallback import FallbackModel
+from toolwire.models.openai_chat import OpenAIChatModel
 from toolwire.models.scripted import ScriptedModel
 from toolwire.server import create_app
 from toolwire.store import MemoryStore
@@ -97,3 +100,40 @@ async def test_ai_sdk_client_round_trip(package: str, version: str | None) -> No
     sent_calls = [c for m in sent for c in m.tool_calls]
     assert [c.provider_metadata for c in sent_calls] == [SIGNATURE]
     assert [r.tool_call_id for m in sent for r in m.tool_results] == ["call_7"]
+
+
+@pytest.mark.parametrize(
+    ("package", "version"), [("ai6", None), ("ai6strict", "6.0.230"), ("ai5", "5.0.200")]
+)
+async def test_a_failover_reaches_the_ai_sdk_client_as_a_data_part(package: str, version: str | None) -> None:
+    """The primary's stream is cut inside a tool call's arguments (real socket); the scripted fallback
+    answers. Every chunk passes the package's own schema; the dropped call ends as an error part, the
+    fallback's call runs, and a ``data-failover`` part stays in the message."""
+    node = shutil.which("node")
+    assert node is not None and (NODE_DIR / "node_modules" / package).is_dir(), "scripts/setup_node.sh"
+    cut = Behaviour(
+        frames=text_frames("Checking.")
+        + tool_frames("call_cut", "get_transaction_status", '{"txn_id": "TXN_1"}'),
+        cut_after=6,  # text streamed, the call started, its arguments cut
+    )
+    good = Behaviour(frames=text_frames("TXN_1 is settled.") + finish_frames("stop"))
+    async with FaultServer([cut, good]) as faulty:
+        primary = OpenAIChatModel("fault-model", api_key="k", base_url=faulty.base_url)
+        model = FallbackModel(primary, ScriptedModel(_script()), breaker=None)
+        app = create_app(Agent(model, tools=[get_transaction_status], retries=0), store=MemoryStore())
+        async with live_server(app) as server:
+            args = [node, "ai_client.mjs", package, server.url, *([version] if version else [])]
+            process = await asyncio.create_subprocess_exec(
+                *args, cwd=NODE_DIR, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            )
+            stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, stderr.decode()[-3000:]
+    first = json.loads(stdout)["first"]
+    parts = first["message"]["parts"]
+    failover = [p for p in parts if p["type"] == "data-failover"]
+    assert len(failover) == 1 and failover[0]["data"]["from"] == "openai:fault-model"
+    assert failover[0]["data"]["to"] == "scripted:scripted" and failover[0]["data"]["droppedOutput"]
+    calls = {p["toolCallId"]: p for p in parts if p["type"] == "tool-get_transaction_status"}
+    assert calls["call_cut"]["state"] == "output-error" and "dropped" in calls["call_cut"]["errorText"]
+    assert calls["call_7"]["state"] == "output-available"
+    assert calls["call_7"]["output"]["authorized_by"] == "Dana Ruiz"

@@ -3,7 +3,10 @@
 Every part is cleaned once, here (lone surrogates -> U+FFFD, every delta kind alike), then added to the
 step's :class:`~toolwire.models._builder.MessageBuilder` and translated into an event: what clients see
 live and what the store keeps are the same text. A failed request is retried with backoff only while
-nothing of it was emitted; after partial output the step is aborted (nothing of it is stored).
+nothing of it was emitted; after partial output the step is aborted (nothing of it is stored). With a
+:class:`~toolwire.models.fallback.FallbackModel` a failed step (partial output or not) is asked of the
+next model instead, after a ``failover`` event; a model's rate limiter (``models._limits``) is waited on
+before each request.
 """
 
 from __future__ import annotations
@@ -17,10 +20,13 @@ from typing import assert_never
 from toolwire._text import clean_stream_part
 from toolwire.agent._recorder import StepRecorder
 from toolwire.agent.config import RunConfig
+from toolwire.agent.drivers import Driver
+from toolwire.agent.drivers._default import default_driver
 from toolwire.agent.output import OutputPolicy
 from toolwire.errors import ProviderError, ProviderProtocolError, StepAborted
 from toolwire.events import (
     AgentEvent,
+    FailoverEvent,
     MediaEvent,
     OutputPartial,
     ReasoningDeltaEvent,
@@ -35,9 +41,11 @@ from toolwire.events import (
     ToolInputStartEvent,
 )
 from toolwire.models._builder import MessageBuilder, closing
+from toolwire.models._limits import limiter_for
 from toolwire.models.base import (
     File,
     Finish,
+    Model,
     ModelRequest,
     ModelStreamPart,
     ReasoningDelta,
@@ -54,6 +62,7 @@ from toolwire.models.base import (
     ToolInputStart,
     ToolResult,
 )
+from toolwire.models.fallback import FallbackModel
 
 logger = logging.getLogger("toolwire.agent")
 
@@ -65,19 +74,78 @@ class ModelStep:
         self._config = config
         self._recorder = recorder
         self._output = output
+        self._drivers: dict[int, Driver] = {}
+        """Drivers of a FallbackModel's candidates that need another than the agent's (a model without
+        function calling among tool-calling ones): one per model for the whole run, as the agent's is
+        (the ReAct driver counts its calls per user turn)."""
 
-    async def stream(
+    def stream(
         self, request: ModelRequest, builder: MessageBuilder, message_id: str, step: int
     ) -> AsyncGenerator[AgentEvent, None]:
-        """The step's events; ``builder`` holds the assembled parts and the finish when it returns."""
+        """The step's events; ``builder`` holds the assembled parts and the finish when it returns.
+
+        With a :class:`FallbackModel` a failure it fails over on moves the step to the next candidate:
+        what the failed attempt streamed is dropped (the ``failover`` event says so) and never stored.
+        """
+        model = self._config.model
+        if isinstance(model, FallbackModel):
+            return self._failing_over(model, request, builder, message_id, step)
+        return self._attempts(model, request, builder, message_id, step)  # no generator layer per event
+
+    async def _failing_over(
+        self, model: FallbackModel, request: ModelRequest, builder: MessageBuilder, message_id: str, step: int
+    ) -> AsyncGenerator[AgentEvent, None]:
+        queue = list(model.candidates())
+        while queue:
+            candidate = queue.pop(0)
+            builder.provider, builder.model = candidate.provider, candidate.model_name  # who answers
+            try:
+                async for event in self._attempts(candidate, request, builder, message_id, step):
+                    yield event
+            except (ProviderError, StepAborted) as exc:
+                error = exc.__cause__ if isinstance(exc, StepAborted) else exc
+                if not isinstance(error, ProviderError):
+                    raise
+                queue = list(model.after_failure(candidate, error, queue))
+                if not queue:
+                    raise
+                builder.reset()
+                following = queue[0]
+                logger.warning("model step failed on %s (%s); failing over to %s", candidate.model_name, error,
+                               following.model_name)  # fmt: skip
+                yield self._recorder.event(
+                    FailoverEvent,
+                    step=step,
+                    message_id=message_id,
+                    from_provider=candidate.provider,
+                    from_model=candidate.model_name,
+                    to_provider=following.provider,
+                    to_model=following.model_name,
+                    reason=str(error),
+                    error_type=type(error).__name__,
+                    status=error.status,
+                    dropped_output=isinstance(exc, StepAborted),
+                )
+                continue
+            model.answered(candidate)
+            return
+
+    async def _attempts(
+        self, model: Model, request: ModelRequest, builder: MessageBuilder, message_id: str, step: int
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """One model's attempts at the step: retried with backoff while nothing of it was emitted."""
         config, output = self._config, self._output
+        driver = self._driver_for(model)
+        limiter = limiter_for(model)
         attempt = 0
         while True:
             emitted = False
             if output is not None:
                 output.reset_partial()
+            if limiter is not None:
+                await limiter.acquire()
             try:
-                stream, echo = config.driver.open_step(config.model, request)
+                stream, echo = driver.open_step(model, request)
                 async with closing(stream) as parts:
                     async for raw in parts:
                         for part in echo.process(raw) if echo is not None else (raw,):
@@ -97,10 +165,12 @@ class ModelStep:
                 if builder.finish is None:
                     raise ProviderProtocolError(
                         "the model stream ended without a finish part",
-                        provider=config.model.provider,
-                        model=config.model.model_name,
+                        provider=model.provider,
+                        model=model.model_name,
                         retryable=True,
                     )
+                if limiter is not None:
+                    limiter.record(builder.finish.usage.total_tokens)
                 return
             except ProviderError as exc:
                 if emitted or not exc.retryable or attempt >= config.retries:
@@ -114,6 +184,16 @@ class ModelStep:
                 attempt += 1
                 builder.reset()
                 await asyncio.sleep(delay)
+
+    def _driver_for(self, model: Model) -> Driver:
+        """The agent's driver, unless ``model`` (a fallback) lacks the function calling the agent's model has
+        (or has it where the agent's model has not): then the default driver for it."""
+        if model.supports_tools == self._config.model.supports_tools:
+            return self._config.driver
+        driver = self._drivers.get(id(model))
+        if driver is None:
+            driver = self._drivers[id(model)] = default_driver(model)
+        return driver
 
     def _take(self, part: ModelStreamPart, builder: MessageBuilder, message_id: str) -> AgentEvent | None:
         """A (cleaned) part joins the step's message; its event, or ``None`` for bookkeeping parts."""

@@ -16,15 +16,15 @@ from typing import Any, Generic, TypedDict, Unpack, overload
 from toolwire.agent._pause import pending_from_rows
 from toolwire.agent._takeover import Takeover
 from toolwire.agent.config import RunConfig
-from toolwire.agent.drivers import Driver, NativeToolDriver
-from toolwire.agent.drivers.react import ReActDriver
+from toolwire.agent.drivers import Driver
+from toolwire.agent.drivers._default import default_driver
 from toolwire.agent.loop import AgentRun, OutputT, RunResult
 from toolwire.agent.output import OutputMode, OutputSpec, build_output_spec
 from toolwire.agent.pending import Approval, DecisionKey, PendingCall
 from toolwire.errors import ConfigError, SubAgentPaused
 from toolwire.events import AgentEvent
-from toolwire.models import infer_model
-from toolwire.models.base import Model, ModelSettings, ToolChoice
+from toolwire.models import ModelSpec, infer_model
+from toolwire.models.base import ModelSettings, ToolChoice
 from toolwire.observability import EventBus, EventCallback
 from toolwire.store.base import Store
 from toolwire.store.memory import MemoryStore
@@ -72,7 +72,7 @@ class Agent(Generic[DepsT, OutputT]):
     @overload
     def __init__(
         self: Agent[DepsT, str],
-        model: Model | str,
+        model: ModelSpec,
         tools: Iterable[ToolLike] = (),
         *,
         deps_type: type[DepsT] | None = None,
@@ -83,7 +83,7 @@ class Agent(Generic[DepsT, OutputT]):
     @overload
     def __init__(
         self: Agent[DepsT, OutputT],
-        model: Model | str,
+        model: ModelSpec,
         tools: Iterable[ToolLike] = (),
         *,
         deps_type: type[DepsT] | None = None,
@@ -94,7 +94,7 @@ class Agent(Generic[DepsT, OutputT]):
     @overload
     def __init__(  # a JSON schema dict, a list of alternatives, a union: the output is not typed
         self: Agent[DepsT, Any],
-        model: Model | str,
+        model: ModelSpec,
         tools: Iterable[ToolLike] = (),
         *,
         deps_type: type[DepsT] | None = None,
@@ -104,7 +104,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def __init__(
         self,
-        model: Model | str,
+        model: ModelSpec,
         tools: Iterable[ToolLike] = (),
         *,
         deps_type: type[DepsT] | None = None,
@@ -140,7 +140,7 @@ class Agent(Generic[DepsT, OutputT]):
         self.max_steps = max_steps
         self.tool_choice = tool_choice
         self._driver_given = driver is not None
-        self.driver = driver if driver is not None else _default_driver(self.model)
+        self.driver = driver if driver is not None else default_driver(self.model)
         self.instructions = instructions
         self.name = name
         self.interceptors = tuple(interceptors)
@@ -202,7 +202,7 @@ class Agent(Generic[DepsT, OutputT]):
         return self.events.on(name, callback)
 
     def override(
-        self, *, model: Model | str | None = None, store: Store | str | None = None
+        self, *, model: ModelSpec | None = None, store: Store | str | None = None
     ) -> Agent[DepsT, OutputT]:
         """A copy of this agent with another model and/or store; this agent is left as it was.
 
@@ -214,7 +214,7 @@ class Agent(Generic[DepsT, OutputT]):
         if model is not None:
             twin.model = infer_model(model)
             if not self._driver_given:
-                twin.driver = _default_driver(twin.model)
+                twin.driver = default_driver(twin.model)
             twin.output_spec = build_output_spec(self._output_type, twin.model, self._output_mode)
         if store is not None:
             twin._store_spec = store
@@ -406,9 +406,3 @@ class Agent(Generic[DepsT, OutputT]):
 
         delegate.__doc__ = f"{description}\n\nArgs:\n    task: What to ask the {name} agent, in plain words."
         return function_tool(delegate, name=name, description=description)
-
-
-def _default_driver(model: Model) -> Driver:
-    if model.supports_tools:
-        return NativeToolDriver()
-    return ReActDriver(max_calls_per_turn=model.tool_calls_per_turn)

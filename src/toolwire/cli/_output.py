@@ -20,6 +20,7 @@ from rich.text import Text
 from toolwire.events import (
     AgentEvent,
     ErrorEvent,
+    FailoverEvent,
     InteractionEnd,
     MediaEvent,
     ReasoningDeltaEvent,
@@ -186,6 +187,15 @@ class EventPrinter:
             case ErrorEvent():
                 if event.session_id == self.session_id:
                     self.error = event.message
+            case FailoverEvent():
+                dropped = "; what it streamed is dropped" if event.dropped_output else ""
+                self._line(
+                    indent,
+                    ("↪ failover ", "yellow"),
+                    f"{event.from_provider}:{event.from_model} → {event.to_provider}:{event.to_model} "
+                    f"({clip(event.reason, 200)}){dropped}",
+                )
+                self._think(True)  # the next model is deciding
             case _:
                 pass
 

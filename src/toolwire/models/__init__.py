@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from toolwire.errors import ConfigError
 from toolwire.models._builder import collect
 from toolwire.models._catalog import PRESETS, Preset
+from toolwire.models._limits import Breaker, RateLimit, rate_limit
 from toolwire.models._providers import is_http_url
 from toolwire.models.base import Model, ModelRequest, ModelResponse, ModelSettings, ToolDefinition
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from toolwire.models.azure import AzureOpenAIChatModel, AzureOpenAIResponsesModel
     from toolwire.models.bedrock import BedrockModel
     from toolwire.models.bedrock.invoke import BedrockAnthropicModel
+    from toolwire.models.fallback import FallbackModel
     from toolwire.models.gemini import GeminiModel
     from toolwire.models.local import LocalModel
     from toolwire.models.openai_chat import OpenAIChatModel
@@ -35,6 +37,7 @@ _LAZY = {
     "AzureOpenAIResponsesModel": "toolwire.models.azure",
     "GeminiModel": "toolwire.models.gemini",
     "BedrockModel": "toolwire.models.bedrock",
+    "FallbackModel": "toolwire.models.fallback",
     "LocalModel": "toolwire.models.local",
     "ScriptedModel": "toolwire.models.scripted",
 }
@@ -98,7 +101,11 @@ _PROVIDERS: Mapping[str, tuple[str, Callable[[Any, str], Model]]] = MappingProxy
 """Model string prefix -> (adapter class, a key of ``_LAZY``; how to build it from the rest of the string)."""
 
 
-def infer_model(spec: str | Model) -> Model:
+ModelSpec: TypeAlias = "Model | str | Sequence[Model | str]"
+"""A model, a model string, or a list of them (the first asked first, the others its fallbacks)."""
+
+
+def infer_model(spec: ModelSpec) -> Model:
     """Build a model from a string such as ``openai:gpt-4o``, ``anthropic:claude-sonnet-4-5``,
     ``gemini:gemini-2.5-flash``, ``vertex:...``, ``openai-responses:gpt-5``, ``bedrock:MODEL_ID``,
     ``openai-compatible:NAME@URL``, ``local`` or ``scripted:FILE.json``; a provider preset of
@@ -124,9 +131,18 @@ def infer_model(spec: str | Model) -> Model:
 
     A missing key is a :class:`~toolwire.errors.ConfigError` raised here, before any request is made or
     anything is stored.
+
+    A list (``["anthropic:claude-sonnet-4-5", "openai:gpt-4o"]``) builds a
+    :class:`~toolwire.models.fallback.FallbackModel`: the first model, then the next when a step fails.
     """
     if isinstance(spec, Model):
         return spec
+    if not isinstance(spec, str):
+        if len(spec) == 1:
+            return infer_model(spec[0])
+        if not spec:
+            raise ConfigError("an empty list of models")
+        return __getattr__("FallbackModel")(*spec)  # type: ignore[no-any-return]
     if spec == "local":  # the one model string without a name
         provider, name = spec, ""
     else:
@@ -147,16 +163,21 @@ __all__ = [
     "AzureOpenAIResponsesModel",
     "BedrockAnthropicModel",
     "BedrockModel",
+    "Breaker",
+    "FallbackModel",
     "GeminiModel",
     "LocalModel",
     "Model",
     "ModelRequest",
     "ModelResponse",
     "ModelSettings",
+    "ModelSpec",
     "OpenAIChatModel",
     "OpenAIResponsesModel",
+    "RateLimit",
     "ScriptedModel",
     "ToolDefinition",
     "collect",
     "infer_model",
+    "rate_limit",
 ]

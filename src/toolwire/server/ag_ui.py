@@ -41,6 +41,7 @@ from toolwire.events import (
     AgentEvent,
     CustomDataEvent,
     ErrorEvent,
+    FailoverEvent,
     InteractionEnd,
     ReasoningDeltaEvent,
     ReasoningEndEvent,
@@ -249,6 +250,8 @@ class AGUIEncoder:
     run_id: str
     _steps: list[str] = field(default_factory=list)
     _texts: set[str] = field(default_factory=set)
+    _reasoning: set[str] = field(default_factory=set)
+    """Reasoning messages started and not yet ended (a failover ends them)."""
     _calls: set[str] = field(default_factory=set)
     """Tool calls started (``TOOL_CALL_START`` sent) and not yet ended."""
     _ended_calls: set[str] = field(default_factory=set)
@@ -292,14 +295,18 @@ class AGUIEncoder:
                 yield {"type": "TEXT_MESSAGE_END", "messageId": message_id}
         elif isinstance(event, ReasoningStartEvent):
             # Reasoning is its own message in AG-UI (role "reasoning"): its id must differ from the text's.
+            self._reasoning.add(event.id)
             yield {"type": "REASONING_START", "messageId": event.id}
             yield {"type": "REASONING_MESSAGE_START", "messageId": event.id, "role": "reasoning"}
         elif isinstance(event, ReasoningDeltaEvent):
             if event.delta:
                 yield {"type": "REASONING_MESSAGE_CONTENT", "messageId": event.id, "delta": event.delta}
         elif isinstance(event, ReasoningEndEvent):
+            self._reasoning.discard(event.id)
             yield {"type": "REASONING_MESSAGE_END", "messageId": event.id}
             yield {"type": "REASONING_END", "messageId": event.id}
+        elif isinstance(event, FailoverEvent):
+            yield from self._failover(event)
         elif isinstance(event, ToolInputStartEvent):
             start = self._call_start(event.tool_call_id, event.tool_name)
             if self._message_id is None:
@@ -371,6 +378,35 @@ class AGUIEncoder:
         if end.status == "completed" and end.output:
             event["result"] = end.output
         yield event
+
+    def _failover(self, event: FailoverEvent) -> Iterator[dict[str, Any]]:
+        """The step goes to another model: what the failed one opened is ended (the run's closing
+        ``MESSAGES_SNAPSHOT``, the stored conversation, does not have it), its held calls are never shown,
+        and a ``CUSTOM`` event named ``failover`` says what happened."""
+        for message_id in sorted(self._texts):
+            yield {"type": "TEXT_MESSAGE_END", "messageId": message_id}
+        for message_id in sorted(self._reasoning):
+            yield {"type": "REASONING_MESSAGE_END", "messageId": message_id}
+            yield {"type": "REASONING_END", "messageId": message_id}
+        for call_id in sorted(self._calls - set(self._held)):
+            yield {"type": "TOOL_CALL_END", "toolCallId": call_id}
+        self._texts.clear()
+        self._reasoning.clear()
+        self._calls.clear()
+        self._held.clear()
+        self._message_id = None
+        yield {
+            "type": "CUSTOM",
+            "name": "failover",
+            "value": {
+                "step": event.step,
+                "from": f"{event.from_provider}:{event.from_model}",
+                "to": f"{event.to_provider}:{event.to_model}",
+                "reason": event.reason,
+                "errorType": event.error_type,
+                "droppedOutput": event.dropped_output,
+            },
+        }
 
     def _close_step(self) -> Iterator[dict[str, Any]]:
         if self._steps:

@@ -28,6 +28,8 @@ A call waiting for approval is announced with a ``tool-approval-request`` whose 
 id (so any replica maps the answer back); a client tool's call just stays ``input-available`` for the
 client's ``onToolCall``. Tool progress goes out as a transient
 ``data-tool-progress`` chunk, which the client hands to ``onData`` without storing it in the message.
+A ``failover`` event becomes a ``data-failover`` part kept in the message, after the failed attempt's open
+text and reasoning parts are ended and its tool calls are ended as ``tool-output-error`` (dropped, never run).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from typing import Any
 from toolwire.events import (
     AgentEvent,
     ErrorEvent,
+    FailoverEvent,
     InteractionEnd,
     ReasoningDeltaEvent,
     ReasoningEndEvent,
@@ -133,6 +136,10 @@ class UIStreamEncoder:
     """Sub-agent calls this stream showed or saw answered: their outcome is streamed too."""
     _sub_step: bool = False
     """Whether the surfaced calls' own step is open (closed by the chat session's next step event)."""
+    _open_parts: dict[str, str] = field(default_factory=dict)
+    """Text and reasoning parts started and not ended: id -> ``text`` | ``reasoning``."""
+    _step_calls: dict[str, None] = field(default_factory=dict)
+    """Calls the current step streamed (in order): a failover drops them."""
 
     def start(self) -> dict[str, Any]:
         self._started = True
@@ -145,6 +152,7 @@ class UIStreamEncoder:
         if isinstance(event, StepStart):
             self._sub_step = False
             self._open_steps += 1
+            self._step_calls.clear()
             yield {"type": "start-step"}
         elif isinstance(event, StepFinish):
             self._sub_step = False
@@ -153,18 +161,25 @@ class UIStreamEncoder:
                 self._finish_reason = event.finish_reason
                 yield {"type": "finish-step"}
         elif isinstance(event, TextStartEvent):
+            self._open_parts[event.id] = "text"
             yield {"type": "text-start", "id": event.id}
         elif isinstance(event, TextDeltaEvent):
             yield {"type": "text-delta", "id": event.id, "delta": event.delta}
         elif isinstance(event, TextEndEvent):
+            self._open_parts.pop(event.id, None)
             yield {"type": "text-end", "id": event.id}
         elif isinstance(event, ReasoningStartEvent):
+            self._open_parts[event.id] = "reasoning"
             yield {"type": "reasoning-start", "id": event.id}
         elif isinstance(event, ReasoningDeltaEvent):
             yield {"type": "reasoning-delta", "id": event.id, "delta": event.delta}
         elif isinstance(event, ReasoningEndEvent):
+            self._open_parts.pop(event.id, None)
             yield {"type": "reasoning-end", "id": event.id}
+        elif isinstance(event, FailoverEvent):
+            yield from self._failover(event)
         elif isinstance(event, ToolInputStartEvent):
+            self._step_calls[event.tool_call_id] = None
             chunk: dict[str, Any] = {
                 "type": "tool-input-start",
                 "toolCallId": event.tool_call_id,
@@ -222,6 +237,29 @@ class UIStreamEncoder:
             yield {"type": "error", "errorText": f"{event.error_type}: {event.message}"}
         elif isinstance(event, InteractionEnd):
             yield from self.finish(event.status)
+
+    def _failover(self, event: FailoverEvent) -> Iterator[dict[str, Any]]:
+        """The step moves to another model: the protocol cannot take streamed parts back, so the failed
+        attempt's open text ends where it was cut, its calls end as errors (they never run), and a
+        ``data-failover`` part (kept in the message) says what happened."""
+        for part_id, kind in self._open_parts.items():
+            yield {"type": f"{kind}-end", "id": part_id}
+        self._open_parts.clear()
+        reason = f"dropped: the step failed over to {event.to_provider}:{event.to_model}"
+        for call_id in self._step_calls:
+            yield {"type": "tool-output-error", "toolCallId": call_id, "errorText": reason}
+        self._step_calls.clear()
+        yield {
+            "type": "data-failover",
+            "data": {
+                "step": event.step,
+                "from": f"{event.from_provider}:{event.from_model}",
+                "to": f"{event.to_provider}:{event.to_model}",
+                "reason": event.reason,
+                "errorType": event.error_type,
+                "droppedOutput": event.dropped_output,
+            },
+        }
 
     def finish(self, status: str = "completed") -> Iterator[dict[str, Any]]:
         while self._open_steps:  # a run that ended inside a step still closes it for the client

@@ -19,6 +19,7 @@ from toolwire.events import (
     AwaitingKind,
     CustomDataEvent,
     ErrorEvent,
+    FailoverEvent,
     InteractionEnd,
     InteractionStart,
     MediaEvent,
@@ -169,6 +170,8 @@ class Rules:
                 )
             case ErrorEvent():
                 self._note(state, "system", text=event.message, level="error", tool_call_id=None)
+            case FailoverEvent():
+                self._failover(state, event)
             case MediaEvent():
                 entry = self._note(state, "media", text="", level=None, tool_call_id=event.tool_call_id)
                 entry.content_type, entry.url, entry.data = event.content_type, event.url, event.data
@@ -433,6 +436,46 @@ class Rules:
         entry.tool_call_id = tool_call_id
         self._add(entry)
         return entry
+
+    def _failover(self, state: SessionState, event: FailoverEvent) -> None:
+        """The step goes to another model, which streams the message again from its start. What the failed
+        model streamed stays shown, but as ephemeral bubbles renamed ``{id}:dropped`` (the store never
+        had it), so the next model's bubbles take the message's ids from ``:0`` as history will; its calls
+        are forgotten (they never run) and their notifications removed; a warning note follows."""
+        message_id = event.message_id
+        source = self._sources.get((state.id, message_id))
+        # A sealed source is a stored message (restored from history): a replayed failover changes nothing.
+        if source is not None and not source.sealed:
+            del self._sources[(state.id, message_id)]
+            for entry in reversed(self._entries):  # rare: a walk over the bubbles is fine
+                self._ops += 1
+                if entry.session_id != state.id or entry.source_id != message_id or entry.ephemeral:
+                    continue
+                if self._by_id.get(entry.id) is entry:
+                    del self._by_id[entry.id]
+                entry.id = f"{entry.id}:dropped"
+                entry.ephemeral, entry.snapshot = True, None
+                self._by_id.setdefault(entry.id, entry)
+                if state.last_segment is entry:
+                    state.last_segment = None
+                if self._listeners:
+                    self._emit(MessageUpdated(message_id=entry.id, index=entry.index, session_id=state.id))
+        for key, call in list(self._calls.items()):
+            self._ops += 1
+            if key[0] != state.id or key[1] != message_id or call.done:
+                continue
+            del self._calls[key]
+            if self._latest_calls.get((state.id, key[2])) is call:
+                del self._latest_calls[(state.id, key[2])]
+            notification = self._notifications.pop((state.id, key[2]), None)
+            if notification is not None and self._listeners:
+                self._emit(NotificationRemoved(notification=notification, reason="failover"))
+        dropped = "; what it streamed was dropped" if event.dropped_output else ""
+        text = (
+            f"Failover: {event.from_provider}:{event.from_model} → {event.to_provider}:{event.to_model}"
+            f" ({event.reason}){dropped}"
+        )
+        self._note(state, "system", text=text, level="warning", tool_call_id=None)
 
     def _replay(self, state: SessionState, message: Message) -> None:
         """One stored message through the same handlers the live events use."""

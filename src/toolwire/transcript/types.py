@@ -39,7 +39,7 @@ NotificationStatus: TypeAlias = Literal[
     "preparing", "executing", "awaiting-approval", "awaiting-output", "awaiting-subagent"
 ]
 RemovalReason: TypeAlias = Literal[
-    "complete", "interaction-end", "user-turn-start", "resolved", "interaction-start"
+    "complete", "interaction-end", "user-turn-start", "resolved", "interaction-start", "failover"
 ]
 AWAITING_NOTIFICATION: dict[str, NotificationStatus] = {
     "approval": "awaiting-approval",

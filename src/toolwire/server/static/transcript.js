@@ -192,6 +192,9 @@ export class Transcript {
       case "error":
         this._note(state, "system", { text: event.message || "", level: "error", toolCallId: null });
         break;
+      case "failover":
+        this._failover(state, event);
+        break;
       case "media": {
         const entry = this._note(state, "media", { text: "", level: null, toolCallId: event.tool_call_id ?? null });
         entry.contentType = event.content_type ?? null;
@@ -367,6 +370,46 @@ export class Transcript {
     entry.toolCallId = toolCallId;
     this._add(entry);
     return entry;
+  }
+
+  // The step goes to another model, which streams the message again from its start. What the failed model
+  // streamed stays shown, but as ephemeral bubbles renamed `{id}:dropped` (the store never had it), so the
+  // next model's bubbles take the message's ids from `:0` as history will; its calls are forgotten (they
+  // never run) and their notifications removed; a warning note follows.
+  _failover(state, event) {
+    const messageId = event.message_id || "";
+    const source = this._sources.get(key(state.id, messageId));
+    // A sealed source is a stored message (restored from history): a replayed failover changes nothing.
+    if (source && !source.sealed) {
+      this._sources.delete(key(state.id, messageId));
+      for (let i = this._entries.length - 1; i >= 0; i--) { // rare: a walk over the bubbles is fine
+        const entry = this._entries[i];
+        if (entry.sessionId !== state.id || entry.sourceId !== messageId || entry.ephemeral) continue;
+        if (this._byId.get(entry.id) === entry) this._byId.delete(entry.id);
+        entry.id = `${entry.id}:dropped`;
+        entry.ephemeral = true;
+        if (!this._byId.has(entry.id)) this._byId.set(entry.id, entry);
+        if (state.lastSegment === entry) state.lastSegment = null;
+        this._emit({ type: "message-updated", message_id: entry.id, index: entry.index, session_id: state.id });
+      }
+    }
+    for (const [k, call] of [...this._calls]) {
+      const [sessionId, toolCallId, callMessageId] = k.split("\u0000");
+      if (sessionId !== state.id || callMessageId !== messageId || call.done) continue;
+      this._calls.delete(k);
+      const latestKey = key(state.id, toolCallId);
+      if (this._latestCalls.get(latestKey) === call) this._latestCalls.delete(latestKey);
+      const notification = this._notifications.get(latestKey);
+      if (notification) {
+        this._notifications.delete(latestKey);
+        this._emit({ type: "notification-removed", notification, reason: "failover" });
+      }
+    }
+    const dropped = event.dropped_output ? "; what it streamed was dropped" : "";
+    const text =
+      `Failover: ${event.from_provider}:${event.from_model} → ${event.to_provider}:${event.to_model}` +
+      ` (${event.reason})${dropped}`;
+    this._note(state, "system", { text, level: "warning", toolCallId: null });
   }
 
   _replay(state, message) {
