@@ -15,8 +15,9 @@ if TYPE_CHECKING:
     from toolwire.agent.agent import Agent
     from toolwire.agent.drivers import Driver, NativeToolDriver
     from toolwire.agent.drivers.react import ReActDriver
-    from toolwire.agent.loop import AgentRun, RunResult, ToolExecution
+    from toolwire.agent.loop import AgentRun
     from toolwire.agent.pending import Denied, PendingCall, ToolFailed
+    from toolwire.agent.result import RunResult, ToolExecution
     from toolwire.errors import (
         ConfigError,
         DecisionExtractionFailed,
@@ -85,7 +86,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "toolwire.agent.agent": ("Agent",),
     "toolwire.agent.drivers": ("Driver", "NativeToolDriver"),
     "toolwire.agent.drivers.react": ("ReActDriver",),
-    "toolwire.agent.loop": ("AgentRun", "RunResult", "ToolExecution"),
+    "toolwire.agent.loop": ("AgentRun",),
+    "toolwire.agent.result": ("RunResult", "ToolExecution"),
     "toolwire.agent.pending": ("Denied", "PendingCall", "ToolFailed"),
     "toolwire.errors": (
         "ConfigError",

@@ -12,7 +12,8 @@ if TYPE_CHECKING:
     from toolwire.agent.agent import Agent
     from toolwire.agent.drivers import Driver, NativeToolDriver
     from toolwire.agent.drivers.react import ReActDriver
-    from toolwire.agent.loop import AgentRun, RunResult, ToolExecution
+    from toolwire.agent.loop import AgentRun
+    from toolwire.agent.result import RunResult, ToolExecution
 
 _EXPORTS = {
     "Agent": "toolwire.agent.agent",
@@ -20,8 +21,8 @@ _EXPORTS = {
     "Driver": "toolwire.agent.drivers",
     "NativeToolDriver": "toolwire.agent.drivers",
     "ReActDriver": "toolwire.agent.drivers.react",
-    "RunResult": "toolwire.agent.loop",
-    "ToolExecution": "toolwire.agent.loop",
+    "RunResult": "toolwire.agent.result",
+    "ToolExecution": "toolwire.agent.result",
 }
 
 

@@ -18,9 +18,10 @@ from toolwire.agent._takeover import Takeover
 from toolwire.agent.config import RunConfig
 from toolwire.agent.drivers import Driver
 from toolwire.agent.drivers._default import default_driver
-from toolwire.agent.loop import AgentRun, OutputT, RunResult
+from toolwire.agent.loop import AgentRun
 from toolwire.agent.output import OutputMode, OutputSpec, build_output_spec
 from toolwire.agent.pending import Approval, DecisionKey, PendingCall
+from toolwire.agent.result import OutputT, RunResult
 from toolwire.errors import ConfigError, SubAgentPaused
 from toolwire.events import AgentEvent
 from toolwire.models import ModelSpec, infer_model

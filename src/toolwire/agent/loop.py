@@ -15,14 +15,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
-from decimal import Decimal
+from dataclasses import dataclass, replace
 from typing import Any, Generic, Self, cast
 
 from pydantic_core import to_jsonable_python
-from typing_extensions import TypeVar
 
-from toolwire._fast_init import fast_frozen_init
 from toolwire._text import clean_text
 from toolwire.agent._model_step import ModelStep
 from toolwire.agent._pause import Gate, Waiting, pending_of, plan_answers, unanswered
@@ -38,7 +35,8 @@ from toolwire.agent._takeover import (
 from toolwire.agent.config import RunConfig
 from toolwire.agent.history import INTERRUPTED_OUTPUT
 from toolwire.agent.output import NOTHING, OutputPolicy
-from toolwire.agent.pending import Approval, DecisionKey, PendingCall, Resume
+from toolwire.agent.pending import Approval, DecisionKey, Resume
+from toolwire.agent.result import OutputT, RunResult, ToolExecution
 from toolwire.errors import LeaseLostError, MaxStepsExceeded, ToolBlockedError, TurnLostError
 from toolwire.events import (
     AgentEvent,
@@ -63,10 +61,9 @@ from toolwire.events import (
     ToolProgress,
     UserTurnStart,
 )
-from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage, new_id
+from toolwire.messages import Message, ToolCallPart, Usage, new_id
 from toolwire.models._builder import MessageBuilder
 from toolwire.models.base import ModelRequest, ToolDefinition
-from toolwire.pricing import total_cost
 from toolwire.store.base import Store
 from toolwire.store.records import AWAITING, OpenedHistory, SessionInfo, ToolCallRecord
 from toolwire.tools._batch import CallFinished, CallHeartbeat, CallStarted
@@ -74,7 +71,6 @@ from toolwire.tools._inbox import Inbox
 from toolwire.tools.context import RunContext
 from toolwire.tools.executor import ToolExecutor, ToolOutcome
 
-OutputT = TypeVar("OutputT", default=str, covariant=True)
 """The type of a run's output: the agent's ``output_type``, or ``str`` (the final text) without one."""
 
 _EVENT_KINDS: dict[str, type[Any]] = {
@@ -83,80 +79,6 @@ _EVENT_KINDS: dict[str, type[Any]] = {
     "media": MediaEvent,
     "custom-data": CustomDataEvent,
 }
-
-
-@fast_frozen_init
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolExecution:
-    """One executed tool call of a run."""
-
-    call: ToolCallPart
-    result: ToolResultPart
-    status: ToolCallStatus
-    started_at: float
-    finished_at: float
-    session_id: str
-
-    @property
-    def is_error(self) -> bool:
-        return self.result.is_error
-
-    @property
-    def duration(self) -> float:
-        return self.finished_at - self.started_at
-
-
-@dataclass(kw_only=True)
-class RunResult(Generic[OutputT]):
-    """The outcome of one run (one user turn)."""
-
-    output: OutputT
-    """The final assistant text, or the validated object when the agent has an ``output_type``. Only
-    meaningful when ``status == "completed"`` (a run closed early or failed has no output)."""
-    session_id: str
-    interaction_id: str
-    status: InteractionStatus
-    messages: list[Message] = field(default_factory=list)
-    """Messages this run added to the session (user, assistant, tool)."""
-    pending: list[PendingCall] = field(default_factory=list)
-    """With ``status == "paused"``: the calls waiting for a person (approvals, client tools), sub-agents'
-    included. Answer them with ``agent.run(session_id=..., approvals=..., tool_outputs=...)``."""
-    tool_executions: list[ToolExecution] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
-    """Summed over every step, tool-calling steps included."""
-    step_usage: list[Usage] = field(default_factory=list)
-    steps: int = 0
-    text: str = ""
-    """The final assistant text (also when ``output`` is a structured object)."""
-    step_models: list[tuple[str | None, str | None]] = field(default_factory=list)
-    """(provider, model) that answered each step, parallel to ``step_usage``."""
-    sub_agent_steps: list[tuple[str | None, str | None, Usage]] = field(default_factory=list)
-    """(provider, model, usage) of every model request the run's sub-agents made (theirs included), kept
-    apart from this run's own steps: ``usage`` and ``cost`` are this agent's, ``total_*`` add these."""
-
-    @property
-    def cost(self) -> Decimal | None:
-        """Estimated USD cost over this agent's own steps (``None`` when a model's price is unknown)."""
-        return total_cost((p, m, u) for (p, m), u in zip(self.step_models, self.step_usage, strict=True))
-
-    @property
-    def sub_agent_usage(self) -> Usage:
-        """Tokens and requests of the run's sub-agents (at any depth)."""
-        return sum((u for _, _, u in self.sub_agent_steps), Usage())
-
-    @property
-    def sub_agent_cost(self) -> Decimal | None:
-        return total_cost(self.sub_agent_steps)
-
-    @property
-    def total_usage(self) -> Usage:
-        """This agent's usage and its sub-agents'."""
-        return self.usage + self.sub_agent_usage
-
-    @property
-    def total_cost(self) -> Decimal | None:
-        own, sub = self.cost, self.sub_agent_cost
-        return None if own is None or sub is None else own + sub
 
 
 @dataclass(slots=True)

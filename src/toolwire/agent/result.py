@@ -1,0 +1,95 @@
+"""What a run gives back: ``RunResult`` (one user turn's outcome) and ``ToolExecution`` (one executed call).
+
+Kept apart from the loop (:mod:`toolwire.agent.loop`), which fills them: a result is read by callers, the
+CLI and the server, none of which need the loop's machinery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Generic
+
+from typing_extensions import TypeVar
+
+from toolwire._fast_init import fast_frozen_init
+from toolwire.agent.pending import PendingCall
+from toolwire.events import InteractionStatus, ToolCallStatus
+from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage
+from toolwire.pricing import total_cost
+
+OutputT = TypeVar("OutputT", default=str, covariant=True)
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolExecution:
+    """One executed tool call of a run."""
+
+    call: ToolCallPart
+    result: ToolResultPart
+    status: ToolCallStatus
+    started_at: float
+    finished_at: float
+    session_id: str
+
+    @property
+    def is_error(self) -> bool:
+        return self.result.is_error
+
+    @property
+    def duration(self) -> float:
+        return self.finished_at - self.started_at
+
+
+@dataclass(kw_only=True)
+class RunResult(Generic[OutputT]):
+    """The outcome of one run (one user turn)."""
+
+    output: OutputT
+    """The final assistant text, or the validated object when the agent has an ``output_type``. Only
+    meaningful when ``status == "completed"`` (a run closed early or failed has no output)."""
+    session_id: str
+    interaction_id: str
+    status: InteractionStatus
+    messages: list[Message] = field(default_factory=list)
+    """Messages this run added to the session (user, assistant, tool)."""
+    pending: list[PendingCall] = field(default_factory=list)
+    """With ``status == "paused"``: the calls waiting for a person (approvals, client tools), sub-agents'
+    included. Answer them with ``agent.run(session_id=..., approvals=..., tool_outputs=...)``."""
+    tool_executions: list[ToolExecution] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    """Summed over every step, tool-calling steps included."""
+    step_usage: list[Usage] = field(default_factory=list)
+    steps: int = 0
+    text: str = ""
+    """The final assistant text (also when ``output`` is a structured object)."""
+    step_models: list[tuple[str | None, str | None]] = field(default_factory=list)
+    """(provider, model) that answered each step, parallel to ``step_usage``."""
+    sub_agent_steps: list[tuple[str | None, str | None, Usage]] = field(default_factory=list)
+    """(provider, model, usage) of every model request the run's sub-agents made (theirs included), kept
+    apart from this run's own steps: ``usage`` and ``cost`` are this agent's, ``total_*`` add these."""
+
+    @property
+    def cost(self) -> Decimal | None:
+        """Estimated USD cost over this agent's own steps (``None`` when a model's price is unknown)."""
+        return total_cost((p, m, u) for (p, m), u in zip(self.step_models, self.step_usage, strict=True))
+
+    @property
+    def sub_agent_usage(self) -> Usage:
+        """Tokens and requests of the run's sub-agents (at any depth)."""
+        return sum((u for _, _, u in self.sub_agent_steps), Usage())
+
+    @property
+    def sub_agent_cost(self) -> Decimal | None:
+        return total_cost(self.sub_agent_steps)
+
+    @property
+    def total_usage(self) -> Usage:
+        """This agent's usage and its sub-agents'."""
+        return self.usage + self.sub_agent_usage
+
+    @property
+    def total_cost(self) -> Decimal | None:
+        own, sub = self.cost, self.sub_agent_cost
+        return None if own is None or sub is None else own + sub
