@@ -165,6 +165,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Interactive chat. Ctrl-C stops the running turn; Ctrl-C or Ctrl-D at the prompt quits.",
     )
     chat.add_argument("--session", help="continue this session id (a new session if there is none)")
+    chat.add_argument(
+        "-c", "--continue", dest="continue_last", action="store_true", help="continue the last session"
+    )
     agent_options(chat)
 
     demo = command("demo", "_turns:demo", "the support-desk demo: two questions, one session")

@@ -28,9 +28,13 @@ class _Cancelled(Exception):
 
 
 async def chat(args: argparse.Namespace) -> int:
+    if args.continue_last and args.session:
+        raise ToolwireError("give --session ID or -c (the last session), not both")
     agent, store = await build_agent(args)
     session_id: str | None = args.session
     try:
+        if args.continue_last:
+            session_id = await _last_session(store)
         await say_if_new(store, session_id)
         read_line = _line_reader(await _past_prompts(store, session_id))
         print_note("toolwire chat: Ctrl-C stops a turn; Ctrl-D or Ctrl-C at the prompt quits")
@@ -113,6 +117,16 @@ async def _interruptible(turn: Coroutine[Any, Any, T]) -> T:
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         signal.signal(signal.SIGINT, previous)  # asyncio.run's own handler, for the rest of the chat
+
+
+async def _last_session(store: Store) -> str | None:
+    """The conversation updated last (sub-agents' sessions aside); ``None`` starts a new one."""
+    latest = await store.list_sessions(limit=1, top_level=True)
+    if not latest:
+        print_note("no session to continue: starting a new one", style="yellow")
+        return None
+    print_note(f"continuing session {latest[0].id}" + (f" ({latest[0].title})" if latest[0].title else ""))
+    return latest[0].id
 
 
 async def _past_prompts(store: Store, session_id: str | None) -> list[str]:
