@@ -95,3 +95,13 @@ async def test_stream_text_yields_the_answer_as_written() -> None:
 
     pieces = [piece async for piece in Agent(model, tools=[lookup]).stream_text("status?")]
     assert pieces == ["It i", "s se", "ttle", "d."]
+
+
+async def test_a_copy_made_inside_an_override_block_keeps_its_own_settings() -> None:
+    """The server copies an agent per request (``override()``, then its own tools); a test's
+    ``with agent.override(model=...)`` must not redirect that copy's runs to the block's override."""
+    agent = Agent(ScriptedModel([[TextPart("original")]]))
+    with agent.override(model=ScriptedModel([[TextPart("overridden")]])):
+        per_request = agent.override(model=ScriptedModel([[TextPart("per request")]]))
+        assert (await per_request.run("hi")).output == "per request"
+        assert (await agent.run("hi")).output == "overridden"

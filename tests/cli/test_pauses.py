@@ -140,3 +140,15 @@ def test_chat_asks_and_goes_on(tmp_path: Path) -> None:
     rows = read_store(store, lambda s: s.tool_calls("c"))
     assert [(r.tool_call_id, r.status) for r in rows] == [("c1", "ok"), ("c2", "denied")]
     assert "customer changed their mind" in str(rows[1].output)
+
+
+def test_chat_left_with_calls_waiting_prints_the_command_that_answers_them(tmp_path: Path) -> None:
+    store = sqlite_url(tmp_path / "t.db")
+    model = script(tmp_path, [[call("refund", {"txn": "T1"}, "c1")], text("refunded after all")])
+    left = toolwire("chat", "--agent", AGENT, "--model", model, "--store", store, stdin="refund T1\n")
+    assert left.returncode == 0, left.stderr  # stdin ended at the approval question
+    (hint,) = [line for line in left.stderr.splitlines() if line.startswith("resume with: toolwire ")]
+    assert "--approve c1" in hint and f"--agent {AGENT}" in hint and "--store" in hint
+    resumed = toolwire(*hint.removeprefix("resume with: toolwire ").split())
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.strip() == "refunded after all"

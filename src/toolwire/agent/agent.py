@@ -300,6 +300,8 @@ class Agent(Generic[DepsT, OutputT]):
 
     def _current(self) -> Agent[Any, Any]:
         """This agent, or the override a ``with agent.override(...)`` block put in its place here."""
+        if self._override_of is not None:  # a copy (an override, the AG-UI per-request twin) is itself
+            return self
         active = self._overridden_by.get()
         return active if active is not None and active is not self else self
 

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from toolwire.cli._output import print_error, print_note, read_line
-from toolwire.cli._turns import build_agent, close_agent, say_if_new, stream_turn
+from toolwire.cli._turns import build_agent, close_agent, print_pending, say_if_new, stream_turn
 from toolwire.errors import ToolwireError
 from toolwire.store import Store
 
@@ -59,7 +59,7 @@ async def chat(args: argparse.Namespace) -> int:
                         session_id = run.session_id  # kept: the model had answered before it failed
                     break
                 # A paused run asks here; the answers resume it (a new turn with no prompt).
-                run = _resume_after_asking(agent, run)
+                run = _resume_after_asking(args, agent, run)
     finally:
         await close_agent(agent, store)
     if session_id is not None:
@@ -67,12 +67,12 @@ async def chat(args: argparse.Namespace) -> int:
     return 0
 
 
-def _resume_after_asking(agent: Any, run: Any) -> Any:
+def _resume_after_asking(args: argparse.Namespace, agent: Any, run: Any) -> Any:
     """When ``run`` paused, ask about each waiting call and return the run that resumes it; else None.
 
     Approvals: ``y`` approves, anything else denies (what was typed is the reason the model reads).
     Client-side tools: the line typed is the output (JSON when it parses, else text). Ctrl-D leaves the
-    calls waiting (answer them later with ``toolwire run --approve/--deny/--output``).
+    calls waiting and prints the ``toolwire run`` command that answers them later.
     """
     import json
 
@@ -96,7 +96,8 @@ def _resume_after_asking(agent: Any, run: Any) -> Any:
                 except ValueError:
                     outputs[call.tool_call_id] = answer
     except (EOFError, KeyboardInterrupt):
-        print_note("left waiting; answer later with toolwire run --session ... --approve/--deny/--output")
+        print_note("left waiting")
+        print_pending(args, run.session_id, result.pending)
         return None
     return agent.stream(None, session_id=run.session_id, approvals=approvals, tool_outputs=outputs)
 

@@ -132,7 +132,7 @@ async def run(args: argparse.Namespace) -> int:
         session_id = await stream_turn(store, turn)
         print_note(f"session {session_id}")
         if turn.result is not None and turn.result.status == "paused":
-            _print_pending(args, session_id, turn.result.pending)
+            print_pending(args, session_id, turn.result.pending)
             return 3
     finally:
         await close_agent(agent, store)
@@ -159,7 +159,7 @@ def _answers(args: argparse.Namespace) -> tuple[dict[DecisionKey, Any], dict[Dec
     return approvals, outputs
 
 
-def _print_pending(args: argparse.Namespace, session_id: str, pending: Any) -> None:
+def print_pending(args: argparse.Namespace, session_id: str, pending: Any) -> None:
     """What the paused run waits for, and the command that answers all of it, ready to paste: it names
     the same agent, model and store, approves every call awaiting approval and gives every client tool
     an output to fill in (``--deny ID:REASON`` refuses instead)."""
