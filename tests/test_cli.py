@@ -30,7 +30,7 @@ def test_run_then_sessions_list_and_show(tmp_path: Path) -> None:
     store = f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}"
     run = toolwire("run", "Status of TXN_123?", "--model", f"scripted:{script}", "--store", store)
     assert run.returncode == 0, run.stderr
-    assert "get_transaction_status" in run.stdout and "TXN_123 is settled." in run.stdout
+    assert "get_transaction_status" in run.stderr and "TXN_123 is settled." in run.stdout
     session_id = run.stderr.split("session ")[-1].strip()
     listed = toolwire("sessions", "list", "--store", store)
     assert listed.returncode == 0 and session_id in listed.stdout

@@ -4,7 +4,8 @@
 
     ToolwireError
     ├── ConfigError
-    │   └── MissingExtraError (extra; also an ImportError)
+    │   ├── MissingExtraError (extra; also an ImportError)
+    │   └── MissingKeyError (variables, in_code)
     ├── UnsupportedContentError
     ├── ProviderError (provider, model, status, code, retryable, body)
     │   ├── ProviderHTTPError
@@ -72,6 +73,30 @@ class MissingExtraError(ConfigError, ImportError):
         )
         self.extra = extra
         """The name of the extra, e.g. ``"mcp"``."""
+
+
+class MissingKeyError(ConfigError):
+    """A provider's key or credentials are not set.
+
+    ``str()`` names both ways to give one: the environment ``variables`` and, for Python callers,
+    ``in_code`` (``pass api_key=``); :meth:`without_code` leaves the latter out (what the command prints).
+    """
+
+    def __init__(
+        self, problem: str, *, variables: Sequence[str] = (), in_code: str = "pass api_key="
+    ) -> None:
+        self.problem = problem
+        """What is missing, and for which host."""
+        self.variables = tuple(variables)
+        """The environment variables a key is read from, in order."""
+        self.in_code = in_code
+        super().__init__(
+            f"{self.without_code()}, or {in_code}" if self.variables else f"{problem}: {in_code}"
+        )
+
+    def without_code(self) -> str:
+        """The message for someone who configures through the environment (the command, a server)."""
+        return f"{self.problem}: set {' / '.join(self.variables)}" if self.variables else self.problem
 
 
 class UnsupportedContentError(ToolwireError):

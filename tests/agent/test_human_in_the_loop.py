@@ -372,8 +372,8 @@ async def _paused(store: Store | None = None) -> Agent[Any, str]:
     [
         ({"approvals": {"nope": True}}, ["nope"], "nope is not awaiting an answer"),
         ({"approvals": {"c1": True}}, ["c1"], "c1 is not awaiting an answer"),  # it ran already
-        ({"approvals": {"c3": True}}, ["c3"], "client tool: give its output in tool_outputs="),
-        ({"tool_outputs": {"c2": "x"}}, ["c2"], "awaits approval: answer it in approvals="),
+        ({"approvals": {"c3": True}}, ["c3"], "client tool: give its output, not an approval"),
+        ({"tool_outputs": {"c2": "x"}}, ["c2"], "awaits approval: approve or deny it, not an output"),
         ({"approvals": {"c2": "yes"}}, ["c2"], "must be True, False or Denied(reason)"),
         ({"approvals": {("other", "c2"): True}}, ["c2"], "c2 (session other) is not awaiting"),
     ],

@@ -33,11 +33,17 @@ def refund(txn: str) -> str:
     return f"refunded {txn}"
 
 
+def pick_colour() -> str:
+    """Asks the person at the client to pick a colour."""
+    raise AssertionError("a client-side tool never runs in the process")
+
+
 def approving() -> Agent[None]:
-    """An agent whose one tool needs a person's approval."""
+    """An agent whose refund needs a person's approval, and a client-side tool whose output a person gives."""
     from toolwire import tool
 
-    return Agent(ScriptedModel([]), tools=[tool(refund, requires_approval=True)], name="approving")
+    tools = [tool(refund, requires_approval=True), tool(pick_colour, external=True)]
+    return Agent(ScriptedModel([]), tools=tools, name="approving")
 
 
 class _SlowToAnswer(ScriptedModel):

@@ -73,9 +73,9 @@ def test_ctrl_c_at_the_prompt_leaves_with_the_session_id(tmp_path: Path) -> None
 
 def test_line_editing_and_history_of_the_continued_session(tmp_path: Path) -> None:
     store = sqlite_url(tmp_path / "t.db")
-    first = toolwire("run", "first question", "--model", script(tmp_path, [text("One.")]), "--store", store)
+    model = script(tmp_path, [text("One."), text("Two."), text("Three.")])  # the session's whole script
+    first = toolwire("run", "first question", "--model", model, "--store", store)
     session_id = first.stderr.split("session ")[-1].strip()
-    model = script(tmp_path, [text("Two."), text("Three.")])
     child = spawn("chat", "--session", session_id, "--model", model, "--store", store)
     child.expect(PROMPT)
     child.send("hello wrld" + LEFT * 3 + "o\r")  # edited in the middle of the line
@@ -99,3 +99,25 @@ def test_without_a_terminal_chat_reads_lines(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "A." in done.stdout and "B." in done.stdout
     assert re.search(r"session sess_\w+$", done.stderr.strip())
+
+
+def test_chat_c_continues_the_last_session(tmp_path: Path) -> None:
+    store = sqlite_url(tmp_path / "t.db")
+    older = toolwire(
+        "run", "older", "--model", script(tmp_path, [text("Old.")], "old.json"), "--store", store
+    )
+    model = script(tmp_path, [text("First."), text("Continued.")], "latest.json")
+    latest = toolwire("run", "latest", "--model", model, "--store", store)
+    assert older.returncode == latest.returncode == 0, older.stderr + latest.stderr
+    session_id = latest.stderr.split("session ")[-1].strip()
+    done = toolwire("chat", "-c", "--model", model, "--store", store, stdin="go on\n")
+    assert done.returncode == 0, done.stderr
+    assert f"continuing session {session_id} (latest)" in done.stderr
+    assert "Continued." in done.stdout and done.stderr.strip().endswith(f"session {session_id}")
+
+    async def prompts(s: Store) -> list[str]:
+        return [m.text for m in await s.raw_messages(session_id) if m.role == "user"]
+
+    assert read_store(store, prompts) == ["latest", "go on"]
+    both = toolwire("chat", "-c", "--session", session_id, "--store", store, stdin="")
+    assert both.returncode == 1 and "not both" in both.stderr

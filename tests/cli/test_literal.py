@@ -22,9 +22,9 @@ def test_model_output_tool_names_and_user_text_are_printed_literally(tmp_path: P
     run = toolwire("run", f"user says {MARKUP}", "--model", model, "--store", store)
     assert run.returncode == 0, run.stderr
     assert f"Look {MARKUP} here" in run.stdout and f"done {MARKUP}" in run.stdout
-    assert f'▶ {TOOL}({{"q": "[b]:smile:"}})' in run.stdout
-    assert f"✗ {TOOL} → unknown tool '{TOOL}'" in run.stdout  # the model asked for a tool that is not there
-    assert "🔥" not in run.stdout and "😄" not in run.stdout
+    assert f'▶ {TOOL}({{"q": "[b]:smile:"}})' in run.stderr  # piped: tool activity goes to stderr
+    assert f"✗ {TOOL} → unknown tool '{TOOL}'" in run.stderr  # the model asked for a tool that is not there
+    assert "🔥" not in run.stdout + run.stderr and "😄" not in run.stdout + run.stderr
     session_id = run.stderr.split("session ")[-1].strip()
 
     listed = toolwire("sessions", "list", "--store", store)

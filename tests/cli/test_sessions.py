@@ -85,9 +85,9 @@ def test_delete_refuses_a_session_a_run_is_using(tmp_path: Path) -> None:
         env=command_env(),
     )
     try:
-        assert running.stdout is not None
-        while "holding until stopped" not in running.stdout.readline():
-            assert running.poll() is None, running.stderr.read() if running.stderr else ""
+        assert running.stderr is not None
+        while "holding until stopped" not in running.stderr.readline():  # piped: activity is on stderr
+            assert running.poll() is None, running.stderr.read()
         busy = toolwire("sessions", "delete", "busy", "--yes", "--store", store)
         assert busy.returncode == 1 and "busy" in busy.stderr, busy.stderr
     finally:

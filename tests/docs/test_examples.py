@@ -25,7 +25,8 @@ _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 # What a block must print, keyed by a phrase it contains: the example reached its tools and answer.
 EXPECTED = {
     "def get_transaction_status": ["Answer: ", "settled", "interaction-end"],
-    "server-filesystem": ["Answer: refunded TXN_123"],
+    "server-filesystem": ["approve? refund {'transaction_id': 'TXN_123'}", "Answer: refunded TXN_123"],
+    "def test_a_refund_waits_for_approval": ["refund test passed"],
     "Transcript(on_change=render_change)": ["MessageAdded", "TranscriptSession"],
     "refund order A7": ["state: TASK_STATE_INPUT_REQUIRED", "Answer: Refunded A7."],
 }

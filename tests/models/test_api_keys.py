@@ -182,10 +182,12 @@ def test_missing_openai_key_fails_when_the_model_is_built() -> None:
 def test_missing_key_fails_before_anything_is_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
     db = tmp_path / "toolwire.db"
-    with pytest.raises(ConfigError):
-        toolwire.Agent(
-            "openai-compatible:llama3@https://llm.example.com/v1", store=f"sqlite+aiosqlite:///{db}"
-        )
+    # The agent is built (a module defining it must import without the key); its first run is refused.
+    agent = toolwire.Agent(
+        "openai-compatible:llama3@https://llm.example.com/v1", store=f"sqlite+aiosqlite:///{db}"
+    )
+    with pytest.raises(ConfigError, match="OPENAI_COMPATIBLE_API_KEY"):
+        agent.run_sync("hi")
     assert not db.exists()
 
 

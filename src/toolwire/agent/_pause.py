@@ -236,7 +236,7 @@ def plan_answers(
     """
     if not approvals and not tool_outputs and not closing:
         raise ResumeError(
-            "nothing to run: give a prompt, or answers for the awaited calls (approvals=, tool_outputs=)"
+            "nothing to run: give a prompt, or answers for the awaited calls"
             if awaited
             else "a prompt is needed: this session has no tool call awaiting an answer"
         )
@@ -316,9 +316,9 @@ def _match_answers(
             if pending.kind != kind:
                 bad.append(pending.tool_call_id)
                 problems.append(
-                    f"{name} ({pending.tool_name}) is a client tool: give its output in tool_outputs="
+                    f"{name} ({pending.tool_name}) is a client tool: give its output, not an approval"
                     if pending.kind == "output"
-                    else f"{name} ({pending.tool_name}) awaits approval: answer it in approvals="
+                    else f"{name} ({pending.tool_name}) awaits approval: approve or deny it, not an output"
                 )
                 continue
             if kind == "approval" and not isinstance(value, bool | Denied):

@@ -8,9 +8,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
 import secrets
-from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar, Token
 from typing import Any, Generic, TypedDict, Unpack, overload
 
 from toolwire.agent._pause import pending_from_rows
@@ -22,10 +25,10 @@ from toolwire.agent.loop import AgentRun
 from toolwire.agent.output import OutputMode, OutputSpec, build_output_spec
 from toolwire.agent.pending import Approval, DecisionKey, PendingCall
 from toolwire.agent.result import OutputT, RunResult
-from toolwire.errors import ConfigError, SubAgentPaused
-from toolwire.events import AgentEvent
+from toolwire.errors import ConfigError, MissingKeyError, SubAgentPaused
+from toolwire.events import AgentEvent, TextDeltaEvent
 from toolwire.models import ModelSpec, infer_model
-from toolwire.models.base import ModelSettings, ToolChoice
+from toolwire.models.base import Model, ModelSettings, ToolChoice
 from toolwire.observability import EventBus, EventCallback
 from toolwire.store.base import Store
 from toolwire.store.memory import MemoryStore
@@ -129,7 +132,14 @@ class Agent(Generic[DepsT, OutputT]):
         output_mode: OutputMode = "auto",
         output_retries: int = 2,
     ) -> None:
-        self.model = infer_model(model)
+        self._model_spec = model
+        try:
+            self._model: Model | None = infer_model(model)
+        except MissingKeyError:
+            # A module that builds its agent at import must import without the provider's key, so that
+            # ``toolwire serve mod:agent --model ...`` and tests can swap the model: the model is then
+            # built on first use (a run, ``agent.model``), which raises this error if the key is still unset.
+            self._model = None
         self.deps_type = deps_type
         """The type of ``deps`` runs take (for type checkers; not checked at run time)."""
         self.registry = ToolRegistry(tools)
@@ -141,7 +151,7 @@ class Agent(Generic[DepsT, OutputT]):
         self.max_steps = max_steps
         self.tool_choice = tool_choice
         self._driver_given = driver is not None
-        self.driver = driver if driver is not None else default_driver(self.model)
+        self._driver = driver
         self.instructions = instructions
         self.name = name
         self.interceptors = tuple(interceptors)
@@ -159,10 +169,56 @@ class Agent(Generic[DepsT, OutputT]):
         self.output_retries = output_retries
         self._output_type = output_type
         self._output_mode: OutputMode = output_mode
-        self.output_spec: OutputSpec | None = build_output_spec(output_type, self.model, output_mode)
+        self._output_spec: OutputSpec | None = None
+        self._output_ready = False
+        if self._model is not None:
+            self._prepare_model()  # a bad output_type is refused at construction
         self._store_spec = store
         self._store: Store | None = store if isinstance(store, Store) else None
         self._store_lock = asyncio.Lock()
+        self._overridden_by: ContextVar[Agent[Any, Any] | None] = ContextVar(
+            f"toolwire_agent_override_{id(self)}", default=None
+        )
+        self._override_of: Agent[DepsT, OutputT] | None = None
+        self._override_tokens: list[Token[Agent[Any, Any] | None]] = []
+
+    # -- the model, built on first use when its key was missing at construction ----------------------
+
+    @property
+    def model(self) -> Model:
+        """The model; a model string whose key was missing at construction is built here (or raises
+        :class:`~toolwire.errors.MissingKeyError`)."""
+        if self._model is None:
+            self._model = infer_model(self._model_spec)
+        return self._model
+
+    @model.setter
+    def model(self, model: Model) -> None:
+        self._model = model
+
+    @property
+    def driver(self) -> Driver:
+        """The driver given to the constructor, else the model's default (native tool calls or ReAct)."""
+        self._prepare_model()
+        assert self._driver is not None
+        return self._driver
+
+    @driver.setter
+    def driver(self, driver: Driver) -> None:
+        self._driver = driver
+
+    @property
+    def output_spec(self) -> OutputSpec | None:
+        """How ``output_type`` is asked of this model (``None`` without one)."""
+        self._prepare_model()
+        return self._output_spec
+
+    def _prepare_model(self) -> None:
+        if self._driver is None:
+            self._driver = default_driver(self.model)
+        if not self._output_ready:
+            self._output_spec = build_output_spec(self._output_type, self.model, self._output_mode)
+            self._output_ready = True
 
     # -- configuration helpers used by the loop ---------------------------------------------------
 
@@ -210,18 +266,46 @@ class Agent(Generic[DepsT, OutputT]):
         With a new model, a driver chosen by default is chosen again for it (native tool calls or ReAct)
         and structured output is set up again; a driver given to the constructor is kept. Tools, settings
         and event subscribers are shared with this agent.
+
+        As a context manager it swaps them in this agent itself, for the runs started inside the block (in
+        this task and the tasks it starts), as tests of an application's module-level agent need::
+
+            with support_agent.override(model=ScriptedModel([[TextPart(text="Hello")]])):
+                result = await support_agent.run("hi")
         """
         twin = copy.copy(self)
+        twin._override_of = self
+        twin._override_tokens = []
         if model is not None:
-            twin.model = infer_model(model)
-            if not self._driver_given:
-                twin.driver = default_driver(twin.model)
-            twin.output_spec = build_output_spec(self._output_type, twin.model, self._output_mode)
+            twin._model_spec = model
+            twin._model = infer_model(model)
+            twin._driver = twin._driver if self._driver_given else None
+            twin._output_ready = False
+            twin._prepare_model()
         if store is not None:
             twin._store_spec = store
             twin._store = store if isinstance(store, Store) else None
             twin._store_lock = asyncio.Lock()
         return twin
+
+    def __enter__(self) -> Agent[DepsT, OutputT]:
+        if self._override_of is None:
+            raise ConfigError(
+                "use `with agent.override(model=...):`; an agent itself is not a context manager"
+            )
+        self._override_tokens.append(self._override_of._overridden_by.set(self))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        assert self._override_of is not None
+        self._override_of._overridden_by.reset(self._override_tokens.pop())
+
+    def _current(self) -> Agent[Any, Any]:
+        """This agent, or the override a ``with agent.override(...)`` block put in its place here."""
+        if self._override_of is not None:  # a copy (an override, the AG-UI per-request twin) is itself
+            return self
+        active = self._overridden_by.get()
+        return active if active is not None and active is not self else self
 
     def use_store(self, store: Store | str) -> None:
         """Replace the store (e.g. the CLI's or server's ``--store``); a URL is opened on first use."""
@@ -230,6 +314,8 @@ class Agent(Generic[DepsT, OutputT]):
 
     def _run_config(self) -> RunConfig:
         """This agent's settings, frozen for one run."""
+        if (current := self._current()) is not self:
+            return current._run_config()
         return RunConfig(
             model=self.model,
             driver=self.driver,
@@ -344,14 +430,38 @@ class Agent(Generic[DepsT, OutputT]):
         assert run.result is not None
         return run.result
 
+    async def stream_text(self, prompt: str | None = None, **kwargs: Any) -> AsyncIterator[str]:
+        """The answer's text as the model writes it: ``async for text in agent.stream_text(prompt)``.
+
+        Takes :meth:`stream`'s arguments; yields the text deltas of this run's own steps (not its
+        sub-agents'). Stopping early closes the run, as leaving ``async with agent.stream(...)`` does.
+        """
+        async with self.stream(prompt, **kwargs) as run:
+            async for event in run:
+                if isinstance(event, TextDeltaEvent) and event.session_id == run.session_id:
+                    yield event.delta
+
     def run_sync(self, prompt: str | None = None, **kwargs: Any) -> RunResult[OutputT]:
-        """Blocking convenience wrapper around :meth:`run` (not for use inside a running event loop)."""
-        return asyncio.run(self._run_and_close(prompt, **kwargs))
+        """Blocking wrapper around :meth:`run`; closes what the run opened (store, HTTP clients) at the end.
+
+        Inside a running event loop (Jupyter, an async web framework) the run gets an event loop of its
+        own on a worker thread, and this call blocks the caller's loop until it ends: there, prefer
+        ``await agent.run(...)``.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self._run_and_close(prompt, **kwargs))
+        # ``asyncio.run`` refuses to nest; a thread has no loop. The copied context carries an active
+        # ``with agent.override(...)`` into the thread.
+        context = contextvars.copy_context()
+        with ThreadPoolExecutor(1, thread_name_prefix="toolwire-run-sync") as worker:
+            return worker.submit(context.run, asyncio.run, self._run_and_close(prompt, **kwargs)).result()
 
     async def pending(self, session_id: str, *, user_id: str | None = None) -> list[PendingCall]:
         """The calls the session's paused run waits for (empty when it is not paused), sub-agents'
         included, as ``RunResult.pending`` listed them: what a UI shows after a restart."""
-        store = await self.get_store()
+        store = await self._current().get_store()
         info = await store.get_session(session_id)
         if info is None:
             return []
@@ -362,8 +472,9 @@ class Agent(Generic[DepsT, OutputT]):
         try:
             return await self.run(prompt, **kwargs)
         finally:
-            # asyncio.run closes its loop: release loop-bound resources (DB connections, HTTP clients).
-            await self.aclose()
+            # asyncio.run closes its loop: release loop-bound resources (DB connections, HTTP clients), of
+            # the override that ran in this agent's place if there is one.
+            await self._current().aclose()
 
     async def aclose(self) -> None:
         """Close the store (if this agent opened it) and the model's own HTTP client."""
@@ -371,7 +482,8 @@ class Agent(Generic[DepsT, OutputT]):
             await self._store.close()
             self._store = None
         await self.registry.aclose()
-        await self.model.aclose()
+        if self._model is not None:  # never built (its key was missing): nothing to close
+            await self._model.aclose()
 
     def as_tool(self, name: str, description: str) -> Tool:
         """This agent as a tool of another agent: runs in a child session whose events are forwarded.

@@ -138,7 +138,10 @@ def _parser() -> argparse.ArgumentParser:
     def agent_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--model", help="local | scripted:FILE.json | openai:MODEL | anthropic:MODEL | ...")
         p.add_argument("--store", help=STORE_HELP)
-        p.add_argument("--agent", help="module:attribute naming an Agent (default: the support-desk demo)")
+        p.add_argument(
+            "--agent",
+            help="module:attribute naming an Agent, imported from the current directory (default: the demo)",
+        )
 
     run = command("run", "_turns:run", "run one prompt and stream the answer")
     run.add_argument("prompt", nargs="?", help="the prompt (optional when answering waiting calls)")
@@ -165,6 +168,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Interactive chat. Ctrl-C stops the running turn; Ctrl-C or Ctrl-D at the prompt quits.",
     )
     chat.add_argument("--session", help="continue this session id (a new session if there is none)")
+    chat.add_argument(
+        "-c", "--continue", dest="continue_last", action="store_true", help="continue the last session"
+    )
     agent_options(chat)
 
     demo = command("demo", "_turns:demo", "the support-desk demo: two questions, one session")
@@ -191,7 +197,11 @@ def _parser() -> argparse.ArgumentParser:
     serve = command(
         "serve", "_turns:serve", "serve an agent over HTTP (AI SDK UI stream, native events, web page)"
     )
-    serve.add_argument("agent_ref", nargs="?", help="module:attribute naming an Agent (default: demo)")
+    serve.add_argument(
+        "agent_ref",
+        nargs="?",
+        help="module:attribute naming an Agent, from the current directory (default: demo)",
+    )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--model")

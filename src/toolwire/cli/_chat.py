@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from toolwire.cli._output import print_error, print_note, read_line
-from toolwire.cli._turns import build_agent, close_agent, say_if_new, stream_turn
+from toolwire.cli._turns import build_agent, close_agent, print_pending, say_if_new, stream_turn
 from toolwire.errors import ToolwireError
 from toolwire.store import Store
 
@@ -28,9 +28,13 @@ class _Cancelled(Exception):
 
 
 async def chat(args: argparse.Namespace) -> int:
+    if args.continue_last and args.session:
+        raise ToolwireError("give --session ID or -c (the last session), not both")
     agent, store = await build_agent(args)
     session_id: str | None = args.session
     try:
+        if args.continue_last:
+            session_id = await _last_session(store)
         await say_if_new(store, session_id)
         read_line = _line_reader(await _past_prompts(store, session_id))
         print_note("toolwire chat: Ctrl-C stops a turn; Ctrl-D or Ctrl-C at the prompt quits")
@@ -55,7 +59,7 @@ async def chat(args: argparse.Namespace) -> int:
                         session_id = run.session_id  # kept: the model had answered before it failed
                     break
                 # A paused run asks here; the answers resume it (a new turn with no prompt).
-                run = _resume_after_asking(agent, run)
+                run = _resume_after_asking(args, agent, run)
     finally:
         await close_agent(agent, store)
     if session_id is not None:
@@ -63,12 +67,12 @@ async def chat(args: argparse.Namespace) -> int:
     return 0
 
 
-def _resume_after_asking(agent: Any, run: Any) -> Any:
+def _resume_after_asking(args: argparse.Namespace, agent: Any, run: Any) -> Any:
     """When ``run`` paused, ask about each waiting call and return the run that resumes it; else None.
 
     Approvals: ``y`` approves, anything else denies (what was typed is the reason the model reads).
     Client-side tools: the line typed is the output (JSON when it parses, else text). Ctrl-D leaves the
-    calls waiting (answer them later with ``toolwire run --approve/--deny/--output``).
+    calls waiting and prints the ``toolwire run`` command that answers them later.
     """
     import json
 
@@ -92,7 +96,8 @@ def _resume_after_asking(agent: Any, run: Any) -> Any:
                 except ValueError:
                     outputs[call.tool_call_id] = answer
     except (EOFError, KeyboardInterrupt):
-        print_note("left waiting; answer later with toolwire run --session ... --approve/--deny/--output")
+        print_note("left waiting")
+        print_pending(args, run.session_id, result.pending)
         return None
     return agent.stream(None, session_id=run.session_id, approvals=approvals, tool_outputs=outputs)
 
@@ -113,6 +118,16 @@ async def _interruptible(turn: Coroutine[Any, Any, T]) -> T:
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         signal.signal(signal.SIGINT, previous)  # asyncio.run's own handler, for the rest of the chat
+
+
+async def _last_session(store: Store) -> str | None:
+    """The conversation updated last (sub-agents' sessions aside); ``None`` starts a new one."""
+    latest = await store.list_sessions(limit=1, top_level=True)
+    if not latest:
+        print_note("no session to continue: starting a new one", style="yellow")
+        return None
+    print_note(f"continuing session {latest[0].id}" + (f" ({latest[0].title})" if latest[0].title else ""))
+    return latest[0].id
 
 
 async def _past_prompts(store: Store, session_id: str | None) -> list[str]:

@@ -1,5 +1,5 @@
-"""``toolwire models``: the model-string prefixes, where each one's requests go, its key variable and whether
-that variable is set. A key's value is never printed."""
+"""``toolwire models``: the model strings, where each one's requests go, its key variable and whether
+that variable is set. A key's value is never printed; the listing fits an 80-column terminal."""
 
 from __future__ import annotations
 
@@ -11,16 +11,26 @@ from rich.text import Text
 
 from toolwire.cli._output import console
 
+WIDTH = 80
+"""Lines longer than this are split: a provider's URL and its key go on lines of their own."""
+
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    prefix: str
+    model_strings: tuple[str, ...]
+    """What ``--model`` takes for this provider, e.g. ``("groq:MODEL",)``."""
     provider: str
     base_url: str
     key_variables: tuple[str, ...]
     """Read in this order; the first set one is used."""
     keyless: str = ""
     """When no key is needed (shown instead of "not set")."""
+
+    def key(self) -> str:
+        """The key variables and whether one is set (never its value)."""
+        if not self.key_variables:
+            return self.keyless
+        return f"{' / '.join(self.key_variables)}: {self.status()}"
 
     def status(self) -> str:
         found = next((name for name in self.key_variables if os.environ.get(name)), None)
@@ -42,40 +52,61 @@ def rows() -> list[Row]:
     )
 
     out = [
-        Row("openai, openai-responses", OPENAI.name, OPENAI.default_base_url, OPENAI.key_variables),
-        Row("anthropic", ANTHROPIC.name, ANTHROPIC.default_base_url, ANTHROPIC.key_variables),
-        Row("gemini", GEMINI_API.name, GEMINI_API.default_base_url, GEMINI_API.key_variables),
+        Row(("local",), "SmolLM2-135M on this CPU ('local' extra)", "in this process", (), "no key"),
         Row(
-            "vertex, anthropic-vertex",
+            ("scripted:FILE.json",), "turns read from a JSON file (tests, demos)", "no network", (), "no key"
+        ),
+        Row(
+            ("openai:MODEL", "openai-responses:MODEL"),
+            OPENAI.name,
+            OPENAI.default_base_url,
+            OPENAI.key_variables,
+        ),
+        Row(("anthropic:MODEL",), ANTHROPIC.name, ANTHROPIC.default_base_url, ANTHROPIC.key_variables),
+        Row(("gemini:MODEL",), GEMINI_API.name, GEMINI_API.default_base_url, GEMINI_API.key_variables),
+        Row(
+            ("vertex:MODEL", "anthropic-vertex:MODEL"),
             "Vertex AI (Gemini, Claude)",
             "https://{location}-aiplatform.googleapis.com",
             ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_ACCESS_TOKEN"),
-            keyless="Application Default Credentials (gcloud, a cloud VM) if any",
+            keyless="gcloud / VM, if any",
         ),
         Row(
-            "bedrock, anthropic-bedrock",
-            "AWS Bedrock (Converse; Claude in the Messages shape)",
+            ("bedrock:MODEL_ID", "anthropic-bedrock:MODEL_ID"),
+            "AWS Bedrock",
             "https://bedrock-runtime.{region}.amazonaws.com",
             ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", AWS_TOKEN_VARIABLE),
-            keyless="AWS default chain (config files, instance role) if any",
+            keyless="default chain",
         ),
         Row(
-            "azure, azure-responses",
+            ("azure:DEPLOYMENT", "azure-responses:DEPLOYMENT"),
             "Azure OpenAI",
             os.environ.get(AZURE_ENDPOINT_VARIABLE) or f"${AZURE_ENDPOINT_VARIABLE}",
             (AZURE_KEY_VARIABLE, AZURE_TOKEN_VARIABLE),
         ),
+        Row(
+            ("openai-compatible:MODEL@URL",),
+            "any OpenAI-compatible server",
+            "URL",
+            (SELF_HOSTED_KEY_VARIABLE,),
+            keyless="not needed on loopback",
+        ),
     ]
     for preset in PRESETS.values():
-        prefix = f"{preset.name}, {preset.name}-responses" if preset.responses else preset.name
+        model = (
+            "MODEL" if preset.key_variable is not None else "MODEL[@URL]" if preset.base_url else "MODEL@URL"
+        )
+        strings: tuple[str, ...] = (f"{preset.name}:{model}",)
+        if preset.responses:
+            strings += (f"{preset.name}-responses:{model}",)
         if preset.key_variable is not None:
-            out.append(Row(prefix, preset.title, preset.base_url or "", (preset.key_variable,)))
+            out.append(Row(strings, preset.title, preset.base_url or "", (preset.key_variable,)))
         else:
             out.append(
                 Row(
-                    prefix,
+                    strings,
                     preset.title,
-                    preset.base_url or f"{preset.name}:MODEL@BASE_URL",
+                    preset.base_url or "URL",
                     (SELF_HOSTED_KEY_VARIABLE,),
                     keyless="not needed on loopback",
                 )
@@ -83,16 +114,22 @@ def rows() -> list[Row]:
     return out
 
 
+def entry_lines(row: Row) -> list[str]:
+    """A provider as two lines (model strings and provider; URL and key), three when the second is too long."""
+    strings = ", ".join(row.model_strings)
+    head = f"{strings:<38}{row.provider}" if len(strings) < 38 else f"{strings}  {row.provider}"
+    detail = f"    {row.base_url}   {row.key()}"
+    return [head, detail] if len(detail) <= WIDTH else [head, f"    {row.base_url}", f"    {row.key()}"]
+
+
 async def list_models(args: argparse.Namespace) -> int:
-    header = ("PREFIX", "PROVIDER", "BASE URL", "KEY VARIABLE", "KEY")
-    table = [header] + [
-        (r.prefix, r.provider, r.base_url, " / ".join(r.key_variables), r.status()) for r in rows()
-    ]
-    widths = [max(len(line[i]) for line in table) for i in range(len(header) - 1)]
-    for line in table:  # plain aligned columns: never wrapped or cut, whatever the terminal
-        cells = [cell.ljust(width) for cell, width in zip(line, widths, strict=False)]
-        console.print(Text("  ".join([*cells, line[-1]])), soft_wrap=True)
+    console.print(Text(f"{'MODEL STRING':<38}PROVIDER", style="bold"), soft_wrap=True)
+    console.print(Text("    WHERE REQUESTS GO   KEY VARIABLE: SET?", style="bold"), soft_wrap=True)
+    for row in rows():
+        # Plain lines, never wrapped or cut by rich: each fits WIDTH columns (one longer value excepted).
+        for line in entry_lines(row):
+            console.print(Text(line), soft_wrap=True)
     return 0
 
 
-__all__ = ["Row", "list_models", "rows"]
+__all__ = ["Row", "entry_lines", "list_models", "rows"]

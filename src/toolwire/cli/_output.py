@@ -43,8 +43,13 @@ CYAN, DIM = "cyan", "dim"
 
 
 def print_error(exc: BaseException) -> None:
-    """The one line a failed command prints, on stderr."""
-    err_console.print(Text.assemble(("error:", "red"), " ", one_line(exc)), soft_wrap=True)
+    """The one line a failed command prints, on stderr. A missing key names its variables, not Python."""
+    from toolwire.errors import MissingKeyError
+
+    message = one_line(exc)
+    if isinstance(exc, MissingKeyError):
+        message = exc.without_code() + (" (in the environment or ./.env)" if exc.variables else "")
+    err_console.print(Text.assemble(("error:", "red"), " ", message), soft_wrap=True)
 
 
 def print_note(text: str, *, style: str = DIM) -> None:
@@ -90,8 +95,11 @@ class EventPrinter:
     the command prints that once, on stderr. A sub-agent's failure shows as its tool call's result.
     """
 
-    def __init__(self, out: Console, session_id: str) -> None:
+    def __init__(self, out: Console, session_id: str, *, activity: Console | None = None) -> None:
         self.out = out
+        """Where the run's own answer goes."""
+        self.activity = activity or out
+        """Where everything else goes: tool calls, progress, reasoning, sub-agents' text."""
         self.session_id = session_id
         self.error: str | None = None
         """The run's own error message, when it sent one."""
@@ -100,6 +108,8 @@ class EventPrinter:
         self.progress: dict[tuple[str, str], str] = {}
         self.depth: dict[str, int] = {}
         self.at_line_start = True
+        self.activity_at_line_start = True
+        """Only used when activity goes to another console than the answer."""
         self.thinking_since: float | None = None
         """When the model started a step that has shown nothing yet."""
 
@@ -114,9 +124,16 @@ class EventPrinter:
             self.out.out("")
             self.at_line_start = True
 
+    def _activity_newline(self) -> None:
+        if self.activity is self.out:
+            self._newline()
+        elif not self.activity_at_line_start:
+            self.activity.out("")
+            self.activity_at_line_start = True
+
     def _line(self, indent: str, *pieces: str | tuple[str, str]) -> None:
-        self._newline()
-        self.out.print(Text.assemble(indent, *pieces), soft_wrap=True)
+        self._activity_newline()
+        self.activity.print(Text.assemble(indent, *pieces), soft_wrap=True)
 
     def _stop_thinking_on(self, event: AgentEvent) -> None:
         if self.thinking_since is not None and not isinstance(event, ToolCallHeartbeat | StepStart):
@@ -159,19 +176,16 @@ class EventPrinter:
             case StepStart():
                 self._think(True)
             case TextDeltaEvent():
-                self._show_text(indent, event.delta)
+                self._show_delta(indent, event)
+            case ReasoningDeltaEvent():
+                self._show_activity_text("", event.delta, style=DIM)
             case TextEndEvent() | InteractionEnd():
                 self._newline()
-            case ReasoningDeltaEvent():
-                self.out.out(event.delta, style=DIM, end="")
-                self.at_line_start = False
+                self._activity_newline()
             case ToolInputStartEvent():
                 self._line(indent, ("◇ preparing ", CYAN), (event.tool_name, CYAN))
             case ToolCallActive():
-                args = json.dumps(event.args, ensure_ascii=False)
-                self._line(indent, ("▶ ", CYAN), (event.tool_name, CYAN), f"({clip(args, 200)})")
-                self.running[(event.session_id, event.tool_call_id)] = (event.tool_name, event.started_at)
-                self._update_status()
+                self._show_call(indent, event)
             case ToolProgress():
                 self._show_progress(indent, event)
             case ToolCallHeartbeat():
@@ -188,22 +202,46 @@ class EventPrinter:
                 if event.session_id == self.session_id:
                     self.error = event.message
             case FailoverEvent():
-                dropped = "; what it streamed is dropped" if event.dropped_output else ""
-                self._line(
-                    indent,
-                    ("↪ failover ", "yellow"),
-                    f"{event.from_provider}:{event.from_model} → {event.to_provider}:{event.to_model} "
-                    f"({clip(event.reason, 200)}){dropped}",
-                )
-                self._think(True)  # the next model is deciding
+                self._show_failover(indent, event)
             case _:
                 pass
 
-    def _show_text(self, indent: str, delta: str) -> None:
+    def _show_delta(self, indent: str, event: TextDeltaEvent) -> None:
+        if event.session_id == self.session_id:
+            self._show_text(indent, event.delta)
+        else:  # a sub-agent's words
+            self._show_activity_text(indent, event.delta, style="")
+
+    def _show_call(self, indent: str, event: ToolCallActive) -> None:
+        args = json.dumps(event.args, ensure_ascii=False)
+        self._line(indent, ("▶ ", CYAN), (event.tool_name, CYAN), f"({clip(args, 200)})")
+        self.running[(event.session_id, event.tool_call_id)] = (event.tool_name, event.started_at)
+        self._update_status()
+
+    def _show_failover(self, indent: str, event: FailoverEvent) -> None:
+        dropped = "; what it streamed is dropped" if event.dropped_output else ""
+        self._line(
+            indent,
+            ("↪ failover ", "yellow"),
+            f"{event.from_provider}:{event.from_model} → {event.to_provider}:{event.to_model} "
+            f"({clip(event.reason, 200)}){dropped}",
+        )
+        self._think(True)  # the next model is deciding
+
+    def _show_text(self, indent: str, delta: str, *, style: str = "") -> None:
         if self.at_line_start:
             self.out.out(indent, end="")
-        self.out.out(delta, end="")
+        self.out.out(delta, style=style or None, end="")
         self.at_line_start = delta.endswith("\n")
+
+    def _show_activity_text(self, indent: str, delta: str, *, style: str) -> None:
+        if self.activity is self.out:
+            self._show_text(indent, delta, style=style)
+            return
+        if self.activity_at_line_start:
+            self.activity.out(indent, end="")
+        self.activity.out(delta, style=style or None, end="")
+        self.activity_at_line_start = delta.endswith("\n")
 
     def _show_result(self, indent: str, event: ToolCallComplete) -> None:
         key = (event.session_id, event.tool_call_id)
@@ -235,6 +273,7 @@ class EventPrinter:
             self.status.stop()
             self.status = None
         self._newline()
+        self._activity_newline()
 
 
 def _results_by_call(history: Sequence[Message]) -> dict[tuple[int, str], ToolResultPart]:

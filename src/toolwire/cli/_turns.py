@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import shlex
+import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
 from toolwire.agent.agent import Agent
 from toolwire.agent.loop import AgentRun
-from toolwire.cli._output import EventPrinter, console, loading, print_note
+from toolwire.cli._output import EventPrinter, console, err_console, loading, print_note
 from toolwire.errors import MissingExtraError, ToolwireError
 from toolwire.store import DEFAULT_URL, Store, open_store
 
@@ -29,6 +32,8 @@ async def build_agent(args: argparse.Namespace) -> tuple[Agent[Any, Any], Store]
     with loading("loading the model…"):  # the embedded model imports llama.cpp and finds its weights
         model = infer_model(args.model) if args.model else None
         loaded = _load_agent(ref) if ref else None
+        if loaded is not None and model is None:
+            _ = loaded.model  # its own model, built now: a missing key is refused before the store opens
     store = await open_store(args.store or DEFAULT_URL)
     try:
         if loaded is not None:
@@ -53,6 +58,11 @@ def _load_agent(ref: str) -> Agent[Any, Any]:
     module_name, sep, attr = ref.partition(":")
     if not sep or not module_name or not attr:
         raise ToolwireError(f"agent reference {ref!r} must look like 'module:attribute'")
+    # As uvicorn and flask do: the module may sit in the current directory. The installed ``toolwire``
+    # script's own directory is first on the path, not the current one (``python -m`` has it already).
+    here = str(Path.cwd())
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -81,7 +91,8 @@ async def stream_turn(store: Store, run: AgentRun[Any]) -> str:
     records it as cancelled).
     """
     existed = await store.get_session(run.session_id) is not None
-    printer = EventPrinter(console, run.session_id)
+    # Piped, stdout is the answer alone: tool activity, reasoning and sub-agents' words go to stderr.
+    printer = EventPrinter(console, run.session_id, activity=console if console.is_terminal else err_console)
     try:
         async with run:  # (the loop titles a new conversation by its first prompt)
             async for event in run:
@@ -121,7 +132,7 @@ async def run(args: argparse.Namespace) -> int:
         session_id = await stream_turn(store, turn)
         print_note(f"session {session_id}")
         if turn.result is not None and turn.result.status == "paused":
-            _print_pending(session_id, turn.result.pending)
+            print_pending(args, session_id, turn.result.pending)
             return 3
     finally:
         await close_agent(agent, store)
@@ -148,20 +159,27 @@ def _answers(args: argparse.Namespace) -> tuple[dict[DecisionKey, Any], dict[Dec
     return approvals, outputs
 
 
-def _print_pending(session_id: str, pending: Any) -> None:
-    """What the paused run waits for, and the command that answers it."""
+def print_pending(args: argparse.Namespace, session_id: str, pending: Any) -> None:
+    """What the paused run waits for, and the command that answers all of it, ready to paste: it names
+    the same agent, model and store, approves every call awaiting approval and gives every client tool
+    an output to fill in (``--deny ID:REASON`` refuses instead)."""
     print_note("the run is waiting for you:", style="yellow")
+    answers: list[str] = []
     for call in pending:
         what = "approve or deny" if call.kind == "approval" else "give its output"
         print_note(f"  {call.tool_call_id}: {call.tool_name}({json.dumps(call.args)}) - {what}")
-    first = pending[0] if pending else None
-    if first is not None:
-        answer = (
-            f"--approve {first.tool_call_id}"
-            if first.kind == "approval"
-            else f"--output {first.tool_call_id}=VALUE"
-        )
-        print_note(f"resume with: toolwire run --session {session_id} {answer}")
+        if call.kind == "approval":
+            answers += ["--approve", call.tool_call_id]
+        else:
+            answers += ["--output", f"{call.tool_call_id}=VALUE"]
+    if not answers:
+        return
+    command = ["toolwire", "run", "--session", session_id, *answers]
+    for option in ("agent", "model", "store"):
+        if value := getattr(args, option, None):
+            command += [f"--{option}", value]
+    print_note(f"resume with: {shlex.join(command)}")
+    print_note("  (--deny CALL_ID:REASON refuses a call; --output takes JSON or plain text)")
 
 
 async def demo(args: argparse.Namespace) -> int:

@@ -92,7 +92,7 @@ _PROVIDERS: Mapping[str, tuple[str, Callable[[Any, str], Model]]] = MappingProxy
         "bedrock": ("BedrockModel", lambda cls, name: cls(name)),
         "anthropic-bedrock": ("BedrockAnthropicModel", lambda cls, name: cls(name)),
         "anthropic-vertex": ("AnthropicVertexModel", lambda cls, name: cls(name)),
-        "scripted": ("ScriptedModel", lambda cls, name: cls.from_file(name)),
+        "scripted": ("ScriptedModel", lambda cls, name: cls.from_file(name, continue_sessions=True)),
         "local": ("LocalModel", lambda cls, _: cls()),
         "azure": ("AzureOpenAIChatModel", lambda cls, name: cls(name)),
         "azure-responses": ("AzureOpenAIResponsesModel", lambda cls, name: cls(name)),
@@ -151,9 +151,19 @@ def infer_model(spec: ModelSpec) -> Model:
             raise ConfigError(f"model string {spec!r} must look like 'provider:model' (or 'local')")
     entry = _PROVIDERS.get(provider)
     if entry is None:
-        raise ConfigError(f"unknown model provider {provider!r} in {spec!r}")
+        raise ConfigError(_unknown_provider(provider, spec))
     class_name, build = entry
     return build(__getattr__(class_name), name)
+
+
+def _unknown_provider(provider: str, spec: str) -> str:
+    """Names the known providers (and the closest one) so a typo is a one-line fix."""
+    import difflib
+
+    close = difflib.get_close_matches(provider, _PROVIDERS, n=1)
+    guess = f"did you mean '{close[0]}:...'? " if close else ""
+    known = ", ".join(sorted(_PROVIDERS))
+    return f"unknown model provider {provider!r} in {spec!r}: {guess}known providers: {known}"
 
 
 __all__ = [

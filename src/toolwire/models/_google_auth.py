@@ -13,7 +13,13 @@ import asyncio
 import os
 from typing import Any
 
-from toolwire.errors import ConfigError, MissingExtraError, ProviderConnectionError, ProviderHTTPError
+from toolwire.errors import (
+    ConfigError,
+    MissingExtraError,
+    MissingKeyError,
+    ProviderConnectionError,
+    ProviderHTTPError,
+)
 from toolwire.models._providers import from_environment, vertex_endpoint
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -49,10 +55,11 @@ class GoogleAuth:
         try:
             credentials, project = auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
         except auth.exceptions.DefaultCredentialsError as exc:
-            raise ConfigError(
-                "Vertex AI needs credentials: Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS "
-                "or `gcloud auth application-default login`), credentials= / credentials_file=, "
-                "access_token= (or GOOGLE_ACCESS_TOKEN) or an express-mode api_key (or GOOGLE_API_KEY)"
+            raise MissingKeyError(
+                "Vertex AI needs credentials (Application Default Credentials: `gcloud auth "
+                "application-default login`, a Google Cloud VM)",
+                variables=("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_ACCESS_TOKEN", "GOOGLE_API_KEY"),
+                in_code="pass credentials=, credentials_file=, access_token= or an express-mode api_key=",
             ) from exc
         return cls(credentials, project)
 

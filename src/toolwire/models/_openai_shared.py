@@ -8,7 +8,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, assert_never
 
-from toolwire.errors import ConfigError, ProviderProtocolError, UnsupportedContentError
+from toolwire.errors import MissingKeyError, ProviderProtocolError, UnsupportedContentError
 from toolwire.messages import FilePart, Message, Part, ProviderMetadata, TextPart, ToolResultPart, Usage
 from toolwire.models._catalog import Preset, get_preset, tool_choice_kind
 from toolwire.models._http import Exchange, HTTPModel, Json, WireParser
@@ -84,7 +84,7 @@ class OpenAIWireModel(HTTPModel):
         if self.api_key:
             return {"authorization": f"Bearer {self.api_key}"}
         if OPENAI.owns(self.base_url):  # the key was cleared after the model was built
-            raise ConfigError(f"no OpenAI API key: pass api_key= or set {OPENAI.key_variables[0]}")
+            raise MissingKeyError("no OpenAI API key", variables=OPENAI.key_variables[:1])
         return {}
 
     def unsupported_tool_choice(self, choice: str) -> str | None:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from toolwire.errors import ConfigError
+from toolwire.errors import ConfigError, MissingKeyError
 from toolwire.models._catalog import SELF_HOSTED_KEY_VARIABLE, Preset
 
 
@@ -69,13 +69,13 @@ def pick_key(
     own_host: bool,
     variables: Sequence[str],
     provider: str,
-    elsewhere: str = "pass api_key=",
+    elsewhere_variables: Sequence[str] = (),
 ) -> str | None:
     """The key to send to ``base_url``; ``None`` for a server that takes none.
 
     ``api_key`` given explicitly wins (``""`` says the server takes no key, which the provider's own host
-    never accepts). ``variables`` are read only when ``own_host``. ``elsewhere`` tells how to give a key
-    for another host.
+    never accepts). ``variables`` are read only when ``own_host``; ``elsewhere_variables`` are where a key
+    for another host comes from (read by the caller).
     """
     if api_key:
         return api_key
@@ -83,12 +83,14 @@ def pick_key(
         key = from_environment(variables) if api_key is None else None
         if key:
             return key
-        raise ConfigError(f"no {provider} API key: pass api_key= or set {' / '.join(variables)}")
+        raise MissingKeyError(f"no {provider} API key", variables=variables)
     if api_key is not None or is_loopback(base_url):
         return None
-    raise ConfigError(
-        f"no API key for {url_host(base_url) or base_url!r}: {' / '.join(variables)} is only sent to "
-        f"{provider}'s own host; {elsewhere} (api_key='' for a server that takes none)"
+    raise MissingKeyError(
+        f"no API key for {url_host(base_url) or base_url!r} ({' / '.join(variables)} is only sent to "
+        f"{provider}'s own host)",
+        variables=elsewhere_variables,
+        in_code="pass api_key= (api_key='' for a server that takes none)",
     )
 
 
@@ -117,9 +119,9 @@ class Host:
             return url, pick_key(
                 api_key, url, own_host=True, variables=self.key_variables, provider=self.name
             )
-        elsewhere = "pass api_key="
+        elsewhere: tuple[str, ...] = ()
         if self.compatible_key_variable is not None:
-            elsewhere = f"pass api_key= or set {self.compatible_key_variable}"
+            elsewhere = (self.compatible_key_variable,)
             if api_key is None:
                 api_key = from_environment((self.compatible_key_variable,))
         key = pick_key(
@@ -128,7 +130,7 @@ class Host:
             own_host=False,
             variables=self.key_variables,
             provider=self.name,
-            elsewhere=elsewhere,
+            elsewhere_variables=elsewhere,
         )
         return url, key
 
@@ -193,9 +195,10 @@ def preset_endpoint(preset: Preset, api_key: str | None, base_url: str | None) -
         api_key = from_environment((SELF_HOSTED_KEY_VARIABLE,))
     if api_key is not None or is_loopback(url):  # api_key="": a server that takes none
         return url, api_key or None
-    raise ConfigError(
-        f"no API key for {url_host(url) or url!r} ({preset.title}): pass api_key= or set "
-        f"{SELF_HOSTED_KEY_VARIABLE} (api_key='' for a server that takes none)"
+    raise MissingKeyError(
+        f"no API key for {url_host(url) or url!r} ({preset.title})",
+        variables=(SELF_HOSTED_KEY_VARIABLE,),
+        in_code="pass api_key= (api_key='' for a server that takes none)",
     )
 
 
@@ -242,14 +245,14 @@ def azure_credentials(endpoint: str | None, api_key: str | None, ad_token: str |
         token = None if key else from_environment((AZURE_TOKEN_VARIABLE,))
         if key or token:
             return AzureCredentials(url, key, token)
-        raise ConfigError(
-            f"no Azure OpenAI credential: pass api_key= or set {AZURE_KEY_VARIABLE} (or {AZURE_TOKEN_VARIABLE})"
+        raise MissingKeyError(
+            "no Azure OpenAI credential", variables=(AZURE_KEY_VARIABLE, AZURE_TOKEN_VARIABLE)
         )
     if api_key is not None or is_loopback(url):
         return AzureCredentials(url, None, None)
-    raise ConfigError(
-        f"no API key for {url_host(url)!r}: {AZURE_KEY_VARIABLE} and {AZURE_TOKEN_VARIABLE} are only sent to "
-        "Azure's own hosts (*.openai.azure.com, ...); pass api_key="
+    raise MissingKeyError(
+        f"no API key for {url_host(url)!r} ({AZURE_KEY_VARIABLE} and {AZURE_TOKEN_VARIABLE} are only sent "
+        "to Azure's own hosts: *.openai.azure.com, ...)"
     )
 
 
@@ -314,13 +317,18 @@ def vertex_endpoint(
     elif base_url is None and token is None and not authenticated and express:  # API key, no project
         base_url = f"https://aiplatform.googleapis.com/{version}/publishers/{publisher}"
     if base_url is None:
-        raise ConfigError("Vertex AI needs a project (project= or GOOGLE_CLOUD_PROJECT) or a base_url")
+        raise MissingKeyError(
+            "Vertex AI needs a project",
+            variables=("GOOGLE_CLOUD_PROJECT",),
+            in_code="pass project= or base_url=",
+        )
     if not is_vertex_url(base_url):
         token, key = access_token, api_key if express else None  # environment credentials: Google's host only
     if not token and not key and not authenticated and not is_loopback(base_url):
-        raise ConfigError(
-            "Vertex AI needs access_token= (or GOOGLE_ACCESS_TOKEN) or an express-mode api_key (or "
-            "GOOGLE_API_KEY); the environment variables are only sent to aiplatform.googleapis.com"
+        raise MissingKeyError(
+            f"no credentials for {url_host(base_url) or base_url!r} (GOOGLE_ACCESS_TOKEN and GOOGLE_API_KEY "
+            "are only sent to aiplatform.googleapis.com)",
+            in_code="pass access_token= or an express-mode api_key=",
         )
     return base_url.rstrip("/"), key, token
 
@@ -342,15 +350,17 @@ def aws_api_key(api_key: str | None, base_url: str) -> str | None:
     return api_key
 
 
-def missing_aws_credentials(base_url: str) -> ConfigError:
+def missing_aws_credentials(base_url: str) -> MissingKeyError:
     if is_aws_url(base_url):
-        return ConfigError(
-            "no AWS credentials: pass credentials= or api_key=, configure the AWS default chain or set "
-            f"{AWS_TOKEN_VARIABLE}"
+        return MissingKeyError(
+            "no AWS credentials (configure the AWS default chain)",
+            variables=("AWS_ACCESS_KEY_ID", "AWS_PROFILE", AWS_TOKEN_VARIABLE),
+            in_code="pass credentials= or api_key=",
         )
-    return ConfigError(
-        f"no credentials for {url_host(base_url) or base_url!r}: the AWS default chain and "
-        f"{AWS_TOKEN_VARIABLE} are only used with AWS hosts; pass credentials= or api_key="
+    return MissingKeyError(
+        f"no credentials for {url_host(base_url) or base_url!r} (the AWS default chain and "
+        f"{AWS_TOKEN_VARIABLE} are only used with AWS hosts)",
+        in_code="pass credentials= or api_key=",
     )
 
 

@@ -47,6 +47,10 @@ class ScriptedModel(Model):
     Text is streamed in chunks of ``chunk_size`` characters and tool arguments in fragments, so the loop
     sees the same part shapes a real provider produces. When the script runs out, the model answers
     with an empty text turn (``repeat_last=True`` repeats the last turn instead, for benchmarks).
+
+    ``continue_sessions=True`` (a ``scripted:FILE.json`` model string) lets a script span processes: a
+    request whose history already holds N answers (assistant messages) gets turn N at the earliest, so a
+    ``toolwire run`` that resumes a session another process paused goes on where the script stopped.
     """
 
     provider = "scripted"
@@ -60,6 +64,7 @@ class ScriptedModel(Model):
         repeat_last: bool = False,
         usage_per_turn: Usage | None = None,
         record_requests: bool = True,
+        continue_sessions: bool = False,
     ) -> None:
         self.respond = turns if callable(turns) else None
         self.turns = [] if callable(turns) else [list(t) for t in turns]
@@ -68,6 +73,7 @@ class ScriptedModel(Model):
         self.repeat_last = repeat_last
         self.usage_per_turn = usage_per_turn or Usage(input_tokens=10, output_tokens=5, requests=1)
         self.record_requests = record_requests
+        self.continue_sessions = continue_sessions
         self.requests: list[RecordedRequest] = []
         self._next = 0
 
@@ -89,7 +95,7 @@ class ScriptedModel(Model):
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
         if self.record_requests:
             self.requests.append(RecordedRequest(request))
-        turn = list(self.respond(request)) if self.respond is not None else self._take_turn()
+        turn = list(self.respond(request)) if self.respond is not None else self._take_turn(request)
         yield StreamStart()
         has_calls = False
         for index, part in enumerate(turn):
@@ -131,7 +137,10 @@ class ScriptedModel(Model):
             usage=self.usage_per_turn,
         )
 
-    def _take_turn(self) -> list[Part]:
+    def _take_turn(self, request: ModelRequest) -> list[Part]:
+        if self.continue_sessions:  # the answers another process gave in this session used those turns
+            answered = sum(1 for message in request.messages if message.role == "assistant")
+            self._next = max(self._next, answered)
         if self._next < len(self.turns):
             turn = self.turns[self._next]
             self._next += 1
