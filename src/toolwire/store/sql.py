@@ -627,15 +627,21 @@ class SQLStore(Store):
             if takeover
             else sa.or_(sessions.c.lock_owner.is_(None), sessions.c.lock_owner == owner, expired)
         )
-        claim = (
-            sa.update(sessions)
-            .where(sessions.c.id == session_id, claimable)
-            .values(**held)
-            .returning(sessions.c.lock_epoch)
-        )
-        epoch = conn.execute(claim).scalar()
+
+        def claim(condition: sa.ColumnElement[bool]) -> int | None:
+            """The lock taken, with its new epoch, where ``condition`` still holds (else ``None``)."""
+            update = (
+                sa.update(sessions)
+                .where(sessions.c.id == session_id, condition)
+                .values(**held)
+                .returning(sessions.c.lock_epoch)
+            )
+            epoch = conn.execute(update).scalar()
+            return None if epoch is None else int(epoch)
+
+        epoch = claim(claimable)
         if epoch is not None:
-            return int(epoch)
+            return epoch
         query = sa.select(sessions.c.lock_owner).where(sessions.c.id == session_id)
         row = (conn.execute(query)).first()
         if row is None:
@@ -645,15 +651,9 @@ class SQLStore(Store):
             # Freed meanwhile, or its holder was killed: claim it on condition that it is still so,
             # so of two processes taking over only one wins.
             same = sessions.c.lock_owner.is_(None) if holder is None else sessions.c.lock_owner == holder
-            take_over = (
-                sa.update(sessions)
-                .where(sessions.c.id == session_id, same)
-                .values(**held)
-                .returning(sessions.c.lock_epoch)
-            )
-            epoch = conn.execute(take_over).scalar()
+            epoch = claim(same)
             if epoch is not None:
-                return int(epoch)
+                return epoch
         raise SessionBusyError(f"session {session_id} is busy with another run")
 
     async def open_run(
