@@ -28,14 +28,12 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from toolwire.errors import ConfigError, MissingExtraError, SessionBusyError, StoreError
 from toolwire.messages import Message, Usage
 from toolwire.store._locks import owner_is_dead
-from toolwire.store._pg_step import BEGIN_STEP, FINISH_STEP, begin_step_params, finish_step_params
 from toolwire.store._sql_direct import write_rows
 from toolwire.store._sql_engine import (
     AsyncRunner,
@@ -56,21 +54,17 @@ from toolwire.store._sql_rows import (
     check_schema,
     completion_row,
     dumps,
-    finish_session,
     insert_message,
     message_from_row,
-    refused_write,
     session_from_row,
     session_values,
     tool_call_from_row,
-    tool_call_row,
     touch,
     upgrade_schema,
     usage_from_json,
-    usage_to_json,
 )
+from toolwire.store._sql_writers import PostgresWriter, SQLiteWriter
 from toolwire.store.base import DEFAULT_URL, Store, repaired_history
-from toolwire.store.event_log import PURGE_EVENTS, end_command
 from toolwire.store.records import (
     CallCompletion,
     CallKey,
@@ -88,8 +82,6 @@ from toolwire.store.schema import messages, metadata, sessions, tool_calls
 T = TypeVar("T")
 
 _MAX_ATTEMPTS = 8
-# Any constant works; it only has to be the same in every process that creates the schema.
-_SCHEMA_LOCK_KEY = 0x746F6F6C77697265  # "toolwire"
 
 
 class SQLStore(Store):
@@ -97,8 +89,8 @@ class SQLStore(Store):
 
     def __init__(self, runner: AsyncRunner | ThreadRunner, *, postgres: bool) -> None:
         self._runner = runner
-        self._postgres = postgres
-        self._ignoring: dict[tuple[str, tuple[str, ...]], sa.Insert] = {}
+        # What differs between the engines, chosen once (the step writes first of all).
+        self._writer = PostgresWriter(self) if postgres else SQLiteWriter(self)
         self._completions: list[tuple[Any, asyncio.Future[None]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._batch_loop: asyncio.AbstractEventLoop | None = None
@@ -166,12 +158,10 @@ class SQLStore(Store):
         """Create missing tables and indexes; a no-op when they exist."""
 
         def op(conn: sa.Connection) -> None:
-            if self._postgres:
-                # Concurrent CREATE TABLE IF NOT EXISTS can still collide on PostgreSQL's catalogs.
-                conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK_KEY)))
+            self._writer.lock_schema(conn)
             metadata.create_all(conn)
             check_schema(conn)
-            upgrade_schema(conn, postgres=self._postgres)
+            upgrade_schema(conn, postgres=self._writer.postgres)
 
         await self._write("create the schema", op)
 
@@ -186,7 +176,7 @@ class SQLStore(Store):
     def _ensure_session(self, conn: sa.Connection, info: SessionInfo) -> SessionInfo:
         """Insert the row unless it exists, then read it: the first writer fixes the owner, atomically."""
         values = session_values(info)
-        conn.execute(self._insert_ignoring(sessions, ["id"]).values(**values))
+        conn.execute(self._writer.insert_ignoring(sessions, ["id"]).values(**values))
         row = (conn.execute(sa.select(sessions).where(sessions.c.id == info.id))).one()
         return session_from_row(row)
 
@@ -194,7 +184,9 @@ class SQLStore(Store):
         values = session_values(info)
 
         def op(conn: sa.Connection) -> bool:
-            return bool(conn.execute(self._insert_ignoring(sessions, ["id"]).values(**values)).rowcount == 1)
+            return bool(
+                conn.execute(self._writer.insert_ignoring(sessions, ["id"]).values(**values)).rowcount == 1
+            )
 
         return await self._write("create a session", op, single=True)
 
@@ -259,43 +251,7 @@ class SQLStore(Store):
         return await self._write("import a history", op)
 
     async def begin_step(self, record: StepRecord, *, fence: str | None = None) -> None:
-        session_id = record.session_id
-        rows = [tool_call_row(session_id, call) for call in record.tool_calls]
-        if self._postgres:  # one statement, one round trip
-            params = begin_step_params(record, time.time(), fence)
-
-            def one(conn: sa.Connection) -> None:
-                if conn.execute(BEGIN_STEP, params).scalar() != 1:
-                    raise refused_write(session_id, fence)
-
-            await self._write("begin a step", one, single=True)
-            return
-
-        def op(conn: sa.Connection) -> None:
-            touch(conn, session_id, fence=fence)
-            step_columns = {
-                "step_usage": usage_to_json(record.usage),
-                "finish_reason": record.finish_reason,
-                "step_started_at": record.started_at,
-                "step_finished_at": record.finished_at,
-            }
-            insert_message(
-                conn,
-                session_id,
-                record.message,
-                interaction_id=record.interaction_id,
-                step=record.step,
-                extra=step_columns,
-            )
-            if rows:
-                # Idempotent per call: a retried step records each call once.
-                write_rows(
-                    conn,
-                    self._insert_ignoring(tool_calls, ["session_id", "message_id", "tool_call_id"]),
-                    rows,
-                )
-
-        await self._write("begin a step", op)
+        await self._writer.begin_step(record, fence)
 
     async def complete_tool_call(
         self,
@@ -391,41 +347,16 @@ class SQLStore(Store):
         completed: Sequence[CallCompletion] = (),
         fence: str | None = None,
     ) -> None:
-        if self._postgres:  # one statement, one round trip
-            params = finish_step_params(
-                session_id,
-                step=step,
-                interaction_id=interaction_id,
-                tool_message=tool_message,
-                usage=usage,
-                last_seq=last_seq,
-                completed=completed,
-                now=time.time(),
-                owner=fence,
-            )
-
-            def one(conn: sa.Connection) -> None:
-                if conn.execute(FINISH_STEP, params).scalar() != 1:
-                    raise refused_write(session_id, fence)
-
-            await self._write("finish a step", one, single=True)
-            return
-        rows = [completion_row(session_id, c) for c in completed]
-
-        message_id = tool_message.id if tool_message is not None else None
-
-        def op(conn: sa.Connection) -> None:
-            # First: the session row (its usage summed in the statement, unless the tool message is
-            # stored already: a retry after a lost commit acknowledgement), then the rows (idempotent).
-            finish_session(
-                conn, session_id, last_seq=last_seq, usage=usage, message_id=message_id, fence=fence
-            )
-            if rows:
-                write_rows(conn, COMPLETE_CALL, rows)
-            if tool_message is not None:
-                insert_message(conn, session_id, tool_message, interaction_id=interaction_id, step=step)
-
-        await self._write("finish a step", op)
+        await self._writer.finish_step(
+            session_id,
+            step=step,
+            interaction_id=interaction_id,
+            tool_message=tool_message,
+            usage=usage,
+            last_seq=last_seq,
+            completed=completed,
+            fence=fence,
+        )
 
     async def raw_messages(self, session_id: str) -> list[Message]:
         key = {"q_session": session_id}
@@ -524,8 +455,7 @@ class SQLStore(Store):
         query = sa.select(
             sessions.c.id, sessions.c.lock_owner, sessions.c.lock_expires_at, sessions.c.created_at
         ).where(in_tree)
-        if self._postgres:
-            query = query.with_for_update()  # a run cannot take a lock of the tree while it is deleted
+        query = self._writer.lock_rows(query)
 
         def op(conn: sa.Connection) -> bool:
             rows = conn.execute(query).all()
@@ -545,32 +475,10 @@ class SQLStore(Store):
             conn.execute(sa.delete(tool_calls).where(tool_calls.c.session_id.in_(ids)))
             conn.execute(sa.delete(messages).where(messages.c.session_id.in_(ids)))
             conn.execute(sa.delete(sessions).where(sessions.c.id.in_(ids)))
-            if self._postgres:
-                self._purge_events(conn, ids, max(row.created_at for row in rows))
+            self._writer.purge_events(conn, ids, max(row.created_at for row in rows))
             return True
 
         return await self._write("delete a conversation", op)
-
-    @staticmethod
-    def _purge_events(
-        conn: sa.Connection, ids: list[str], created_at: float, *, end_streams: bool = True
-    ) -> None:
-        """In a deleting or truncating transaction: drop the rows of these sessions' streams from the
-        replicas' event log (if any server made one here), and (``end_streams``) tell every replica, at
-        commit, to end the subscriptions of those streams with a reset (``created_at``: the conversation
-        root's or newer, so every incarnation up to this one ends)."""
-        if conn.execute(sa.text("SELECT to_regclass('toolwire_events')")).scalar() is None:
-            return
-        purge = sa.text(PURGE_EVENTS).bindparams(sa.bindparam("ids", type_=postgresql.ARRAY(sa.String)))
-        conn.execute(purge, {"ids": ids})
-        if not end_streams:
-            return
-        incarnation = SessionInfo(id="", created_at=created_at).incarnation
-        for session_id in ids:
-            conn.execute(
-                sa.text("SELECT pg_notify('toolwire_control:' || current_schema(), :command)"),
-                {"command": end_command(session_id, incarnation)},
-            )
 
     async def truncate_history(self, session_id: str, from_message_id: str) -> bool:
         first = sa.select(messages.c.position, messages.c.created_at).where(
@@ -605,10 +513,9 @@ class SQLStore(Store):
             conn.execute(
                 sa.update(sessions).where(sessions.c.id == session_id).values(updated_at=time.time())
             )
-            if self._postgres:
-                # The dropped turns leave the replicas' replay too. No end command: the same incarnation
-                # goes on, and the command could reach this replica after the editor's new subscription.
-                self._purge_events(conn, [session_id, *sub_ids], root_created, end_streams=False)
+            # The dropped turns leave the replicas' replay too. No end command: the same incarnation goes
+            # on, and the command could reach this replica after the editor's new subscription.
+            self._writer.purge_events(conn, [session_id, *sub_ids], root_created, end_streams=False)
             return True
 
         return await self._write("truncate a conversation", op)
@@ -670,7 +577,7 @@ class SQLStore(Store):
         on SQLite's writer thread (one pooled connection on PostgreSQL) instead of three writes and two reads
         each. A refused owner or a busy lock raises inside it, so nothing is written."""
         key = {"q_session": info.id}
-        create = self._insert_ignoring(sessions, ["id"])
+        create = self._writer.insert_ignoring(sessions, ["id"])
         new_row = session_values(info)
 
         def op(conn: sa.Connection) -> tuple[SessionInfo, OpenedHistory]:
@@ -744,15 +651,6 @@ class SQLStore(Store):
         return bool(row.lock_expires_at > time.time()) and not owner_is_dead(row.lock_owner)
 
     # -- plumbing ------------------------------------------------------------------------------
-
-    def _insert_ignoring(self, table: sa.Table, conflict_columns: list[str]) -> sa.Insert:
-        key = (table.name, tuple(conflict_columns))
-        statement = self._ignoring.get(key)
-        if statement is None:
-            dialect_insert = postgresql.insert if self._postgres else sqlite.insert
-            statement = dialect_insert(table).on_conflict_do_nothing(index_elements=conflict_columns)
-            self._ignoring[key] = statement
-        return statement
 
     async def _write(self, what: str, op: Callable[[sa.Connection], T], *, single: bool = False) -> T:
         """Run ``op`` in one write transaction, retrying it when a concurrent writer won a race or its
