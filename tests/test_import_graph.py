@@ -98,6 +98,40 @@ def test_no_module_imports_itself_back() -> None:
     assert _cycles(graph) == []
 
 
+def _crossings(graph: dict[str, set[str]], lower: str, upper: str) -> list[str]:
+    """``module -> import`` for every module under ``lower`` that imports one under ``upper``."""
+    return sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if module == lower or module.startswith(f"{lower}.")
+        for target in targets
+        if target == upper or target.startswith(f"{upper}.")
+    )
+
+
+def test_layers_point_one_way() -> None:
+    """The store and the tools sit below the agent: neither imports it (the meaning of a stored step,
+    history repair and a sub-agent's answers, lives with them), and the server uses only the agent's
+    public modules."""
+    graph = _graph()
+    assert _crossings(graph, "toolwire.store", "toolwire.agent") == []
+    assert _crossings(graph, "toolwire.tools", "toolwire.agent") == []
+    private = [
+        c for c in _crossings(graph, "toolwire.server", "toolwire.agent") if "._" in c.split(" -> ")[1]
+    ]
+    assert private == []
+
+
+def test_the_direction_check_finds_an_upward_import() -> None:
+    graph = {
+        "toolwire.store.base": {"toolwire.agent.history"},
+        "toolwire.agent.loop": {"toolwire.store.base"},
+    }
+    assert _crossings(graph, "toolwire.store", "toolwire.agent") == [
+        "toolwire.store.base -> toolwire.agent.history"
+    ]
+
+
 def test_the_checker_finds_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from toolwire.agent.drivers import Driver, NativeToolDriver
     from toolwire.agent.drivers.react import ReActDriver
     from toolwire.agent.loop import AgentRun
-    from toolwire.agent.pending import Denied, PendingCall, ToolFailed
     from toolwire.agent.result import RunResult, ToolExecution
     from toolwire.errors import (
         ConfigError,
@@ -77,6 +76,7 @@ if TYPE_CHECKING:
     from toolwire.tools.context import RunContext
     from toolwire.tools.executor import Allow, Block, RewriteArgs, ToolInterceptor
     from toolwire.tools.function import Tool, tool
+    from toolwire.tools.pending import Denied, PendingCall, ToolFailed
     from toolwire.tools.registry import Toolset
     from toolwire.transcript import Transcript
 
@@ -88,7 +88,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "toolwire.agent.drivers.react": ("ReActDriver",),
     "toolwire.agent.loop": ("AgentRun",),
     "toolwire.agent.result": ("RunResult", "ToolExecution"),
-    "toolwire.agent.pending": ("Denied", "PendingCall", "ToolFailed"),
+    "toolwire.tools.pending": ("Denied", "PendingCall", "ToolFailed"),
     "toolwire.errors": (
         "ConfigError",
         "DecisionExtractionFailed",

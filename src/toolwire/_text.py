@@ -115,3 +115,16 @@ def truncate_output(output: Any, max_chars: int) -> Any:
         f"{text[:max_chars]}\n[output truncated: showing {max_chars:,} of "
         f"{len(text):,} characters; the full output is kept in the session store]"
     )
+
+
+def title_from(text: str, limit: int = 60) -> str:
+    """A conversation title from its first prompt: whitespace collapsed; a longer one is cut at a word in
+    its second half, never after a comma (the page's rule, ``static/app.js`` ``shorten``)."""
+    words = without_nul(" ".join(text.split()))  # the prompt keeps its U+0000; a title cannot (PostgreSQL)
+    if len(words) <= limit:
+        return words
+    cut = words[: limit - 1]
+    space = cut.rfind(" ")
+    if space > limit / 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,.;:") + "\u2026"

@@ -48,8 +48,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from toolwire.agent.pending import PendingCall
     from toolwire.messages import Usage
+    from toolwire.tools.pending import PendingCall
 
 
 class ToolwireError(Exception):

@@ -14,7 +14,6 @@ import pytest
 
 from toolwire import Agent, RunContext, TextPart, ToolCallPart, tool
 from toolwire.agent import _pause
-from toolwire.agent.pending import Denied, PendingCall, ToolFailed
 from toolwire.errors import ConfigError, ResumeError
 from toolwire.events import (
     AgentEvent,
@@ -28,6 +27,7 @@ from toolwire.models.base import ModelRequest
 from toolwire.models.scripted import ScriptedModel
 from toolwire.store import UNANSWERED_OUTPUT, MemoryStore, open_store
 from toolwire.store.base import Store
+from toolwire.tools.pending import Denied, PendingCall, ToolFailed
 from toolwire.tools.registry import Toolset
 
 SIG = {"google": {"thoughtSignature": "c2lnLW9mLXJlZnVuZA=="}}

@@ -17,7 +17,8 @@ import httpx
 from tests.scaleout.cluster import cluster, fresh_schema
 from tests.scaleout.streams import check_stream, follow
 from toolwire import Agent, TextPart
-from toolwire.agent._takeover import Takeover
+from toolwire.agent.config import RunRequest, Takeover
+from toolwire.agent.loop import AgentRun
 from toolwire.errors import TurnLostError
 from toolwire.events import ErrorEvent
 from toolwire.messages import Message
@@ -149,8 +150,12 @@ async def test_only_a_turn_that_stored_nothing_is_judged_lost() -> None:
             await asyncio.sleep(0.4)  # the leases expire (a lease is a time by definition)
             agent = Agent(ScriptedModel([]), store=store)  # never called: nothing to continue
             for session_id, (owner, status) in dead_runs.items():
-                run = agent.stream(
-                    None, session_id=session_id, user_id="u1", takeover=Takeover(dead_run_owner=owner)
+                run: AgentRun[str] = AgentRun(
+                    agent.run_config(),
+                    None,
+                    session_id=session_id,
+                    user_id="u1",
+                    request=RunRequest(takeover=Takeover(dead_run_owner=owner)),
                 )
                 events = []
                 try:

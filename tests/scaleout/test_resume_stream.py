@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.scaleout.cluster import cluster
-from toolwire.agent.history import INTERRUPTED_OUTPUT
+from toolwire.store.history import INTERRUPTED_OUTPUT
 
 NODE_DIR = Path(__file__).parents[1] / "server" / "node"
 

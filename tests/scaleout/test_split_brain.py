@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.reliability.pg_outage import cuttable_link
 from tests.scaleout.cluster import Cluster, Replica, cluster, postgres_url
-from toolwire.agent.history import INTERRUPTED_OUTPUT
+from toolwire.store.history import INTERRUPTED_OUTPUT
 
 
 async def _history(http: httpx.AsyncClient, replica: Replica, session_id: str) -> dict[str, Any]:

@@ -18,14 +18,15 @@ from tests.reliability.wire_checks import adapters, unanswered_calls
 from tests.scaleout.cluster import Cluster, Replica, cluster, fresh_schema
 from tests.scaleout.streams import Frame, check_stream, follow
 from toolwire import Agent, TextPart, ToolCallPart, tool
-from toolwire.agent._takeover import Takeover
-from toolwire.agent.history import INTERRUPTED_OUTPUT
+from toolwire.agent.config import RunRequest, Takeover
+from toolwire.agent.loop import AgentRun
 from toolwire.errors import ProviderHTTPError
 from toolwire.events import ToolCallComplete
 from toolwire.messages import Message
 from toolwire.models.scripted import ScriptedModel
 from toolwire.server.hub import EventHub
 from toolwire.server.runs import RunManager
+from toolwire.store.history import INTERRUPTED_OUTPUT
 from toolwire.store.records import SessionInfo, StepRecord, ToolCallRecord
 from toolwire.store.sql import SQLStore
 
@@ -193,7 +194,13 @@ async def test_a_takeover_runs_an_idempotent_tool_again_instead_of_interrupting_
 
             model = ScriptedModel(respond)
             agent = Agent(model, tools=[tool(idempotent=True)(lookup)], store=store)
-            run = agent.stream(None, session_id="again", user_id="u1", takeover=Takeover())
+            run: AgentRun[str] = AgentRun(
+                agent.run_config(),
+                None,
+                session_id="again",
+                user_id="u1",
+                request=RunRequest(takeover=Takeover()),
+            )
             events = [event async for event in run]
             assert ran == ["x"]  # run again, once
             completes = [e for e in events if isinstance(e, ToolCallComplete)]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from typing import assert_never
 
 from toolwire._text import clean_stream_part
@@ -40,6 +40,7 @@ from toolwire.events import (
     ToolInputDeltaEvent,
     ToolInputStartEvent,
 )
+from toolwire.messages import Message
 from toolwire.models._builder import MessageBuilder, closing
 from toolwire.models._limits import limiter_for
 from toolwire.models.base import (
@@ -57,6 +58,7 @@ from toolwire.models.base import (
     TextDelta,
     TextEnd,
     TextStart,
+    ToolDefinition,
     ToolInputDelta,
     ToolInputEnd,
     ToolInputStart,
@@ -91,6 +93,26 @@ class ModelStep:
         if isinstance(model, FallbackModel):
             return self._failing_over(model, request, builder, message_id, step)
         return self._attempts(model, request, builder, message_id, step)  # no generator layer per event
+
+    def request(self, tools: list[ToolDefinition], history: Sequence[Message], step: int) -> ModelRequest:
+        """What step ``step`` sends: the history, the run's tools (and ``final_result`` in tool output mode)."""
+        config, output = self._config, self._output
+        choice = config.tool_choice_for_step(step)
+        spec = output.spec if output is not None else None
+        if spec is not None and spec.mode == "tool":
+            tools = [*tools, spec.tool_definition()]
+            if choice == "auto":
+                choice = "required"  # every step ends in a tool call: a real tool or final_result
+        return ModelRequest(
+            messages=tuple(history),
+            tools=tools,
+            tool_choice=choice,
+            instructions=spec.instructions(config.instructions) if spec is not None else config.instructions,
+            settings=config.model_settings,
+            output_schema=spec.output_schema if spec is not None else None,
+            output_schema_name=spec.name if spec is not None else "output",
+            json_answer=spec is not None and spec.mode == "prompted",
+        )
 
     async def _failing_over(
         self, model: FallbackModel, request: ModelRequest, builder: MessageBuilder, message_id: str, step: int

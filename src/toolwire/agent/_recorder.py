@@ -1,10 +1,13 @@
-"""``StepRecorder``: the loop's only way to the store, and the numbering of its events.
+"""``StepRecorder``: a run's only way to the store, and the numbering of its events.
 
 It owns what must stay consistent between the two: the session row (owner checked when the run starts),
-the session lock (taken, renewed after half its TTL, released), the event ``seq`` and the highest seq
-the store has recorded, and the step whose tools are running (so a run stopped half-way records its
-unfinished calls as cancelled, those awaiting a person included). Events are numbered here, at the moment they are published; a write
-that records a seq only ever records the seq of events already numbered.
+the session lock (taken, renewed after half its TTL, released), the event ``seq`` and the highest seq the
+store has recorded. Events are numbered here, at the moment they are published; a write that records a seq
+only ever records the seq of events already numbered. The hook calls a run makes are its methods, in the
+order a run makes them: ``open`` (``Store.open_run``), ``append`` (``append_message``), ``begin_step``,
+``complete_call`` (``complete_tool_call``), ``finish_step`` and ``release`` (``finish_step`` for the last
+seq, then ``unlock_session``). What a step's calls are and when their outcomes are written is the step's
+own business (:mod:`toolwire.agent._step`).
 
 Fencing: every write carries the run's lock owner (``fence``), so it happens only while this run holds the
 session. A lease (PostgreSQL replicas) is lost when a renewal is refused (another run took it over) or when
@@ -22,43 +25,31 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from toolwire._text import without_nul
-from toolwire.agent._takeover import TAKEOVER_RUN
-from toolwire.agent.history import CANCELLED_OUTPUT
+from toolwire._text import title_from
+from toolwire.agent.result import RunResult
 from toolwire.errors import LeaseLostError, StoreError
-from toolwire.events import Envelope, ToolCallComplete, ToolCallStatus
-from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage
+from toolwire.events import AgentEvent, Envelope, ErrorEvent, InteractionEnd, ToolCallComplete, ToolCallStatus
+from toolwire.messages import Message, ToolCallPart, Usage
 from toolwire.store._locks import lock_owner
 from toolwire.store.base import Store
 from toolwire.store.records import (
-    AWAITING,
     CallCompletion,
     OpenedHistory,
     SessionInfo,
     StepRecord,
     ToolCallRecord,
 )
-from toolwire.tools.executor import ToolOutcome
 
 logger = logging.getLogger("toolwire.agent")
 E = TypeVar("E", bound=Envelope)
 
+TAKEOVER_RUN = "takeover~"
+"""How a takeover run's lease owner starts its run name (before its interaction id)."""
+
 LOCK_TTL = 600.0
 """Seconds a run's session lock lasts without renewal (renewed at step starts after half of it)."""
-
-
-@dataclass(slots=True)
-class OpenStep:
-    """A step whose tool calls are being executed."""
-
-    step: int
-    message_id: str
-    """The assistant message that made the calls."""
-    calls: list[ToolCallPart]
-    outcomes: dict[str, ToolOutcome] = field(default_factory=dict)
 
 
 class StepRecorder:
@@ -105,14 +96,8 @@ class StepRecorder:
         self._untitled = False
         self.incarnation: int | None = None
         """The stored session's incarnation, once :meth:`open` read it."""
-        self.open_step: OpenStep | None = None
-        self.unwritten: list[ToolOutcome] = []
-        """Outcomes handed to :meth:`complete_later`: written by the next :meth:`finish_step` (or
-        :meth:`close_open_step`), announced only after it."""
         self._in_flight: tuple[asyncio.Future[None], list[Envelope]] | None = None
         """A step's write under way and the events it counts (see :meth:`finish_step`)."""
-        self.cancelled_calls: list[ToolCallComplete] = []
-        """Completion events of the calls :meth:`close_open_step` cancelled, to publish with the end."""
 
     @property
     def session_id(self) -> str:
@@ -157,6 +142,27 @@ class StepRecorder:
             duration=duration,
             message_id=message_id,
         )
+
+    def end_events(self, result: RunResult[Any], error: BaseException | None) -> list[AgentEvent]:
+        """The events that close the run (numbered now, published after the session is released)."""
+        ending: list[AgentEvent] = []
+        if error is not None:
+            retryable = bool(getattr(error, "retryable", False))
+            ending.append(
+                self.event(
+                    ErrorEvent, error_type=type(error).__name__, message=str(error), retryable=retryable
+                )
+            )
+        ending.append(
+            self.event(
+                InteractionEnd,
+                status=result.status,
+                output=result.text,
+                usage=result.usage,
+                error=f"{type(error).__name__}: {error}" if error is not None else None,
+            )
+        )
+        return ending
 
     # -- the run's lifecycle ----------------------------------------------------------------------
 
@@ -221,6 +227,26 @@ class StepRecorder:
         if driver is not None and not driver.done() and driver is not asyncio.current_task():
             self._stopped_driver = driver
             driver.cancel()
+
+    def lost_by(self, exc: BaseException) -> LeaseLostError | None:
+        """The :class:`LeaseLostError` a run that stopped with ``exc`` ends with when its lease was lost
+        (it writes nothing more: another run continues it), or ``None`` for any other end."""
+        lost: LeaseLostError | None = None
+        if isinstance(exc, LeaseLostError):
+            lost = exc
+        # A cancel of the recorder's own is taken back; cancelled by someone else too (a shutdown), a
+        # cancellation it stays.
+        elif (
+            self.lease_lost
+            and not isinstance(exc, GeneratorExit)
+            and (not isinstance(exc, asyncio.CancelledError) or self.absorb_stop())
+        ):
+            lost = LeaseLostError(
+                f"session {self.session.id}: this run's lease was lost; another run continues it"
+            )
+        if lost is not None:
+            self.detached = True
+        return lost
 
     def absorb_stop(self) -> bool:
         """Called by the loop with the :class:`asyncio.CancelledError` it caught: ``True`` when the cancel was
@@ -292,17 +318,8 @@ class StepRecorder:
             return
         try:
             if self.seq > self._persisted_seq:
-                await self._durably(
-                    lambda: self.store.finish_step(
-                        self.session.id,
-                        step=0,
-                        interaction_id=self.interaction_id,
-                        tool_message=None,
-                        usage=Usage(),
-                        last_seq=self.seq,
-                        fence=self._lock_owner,
-                    )
-                )
+                # A step's end with nothing in it (step 0) records only the seq.
+                await self._durably(functools.partial(self._write_end, 0, None, Usage(), self.seq, ()))
                 self._persisted_seq = self.seq
         except Exception:
             logger.exception("could not record the last event seq for session %s", self.session.id)
@@ -363,118 +380,68 @@ class StepRecorder:
             finished_at=now,
         )
         await self._durably(lambda: self.store.begin_step(record, fence=self._lock_owner))
-        if calls:
-            self.open_step = OpenStep(step=step, message_id=message.id, calls=list(calls))
 
-    def reopen_step(
-        self, step: int, message_id: str, calls: Sequence[ToolCallPart], finished: Mapping[str, ToolOutcome]
-    ) -> None:
-        """A paused step gets its answers: its calls are open again (``finished``: those that ended before
-        the pause), so a run stopped now records the unfinished ones as cancelled, as for any step."""
-        self.open_step = OpenStep(
-            step=step, message_id=message_id, calls=list(calls), outcomes=dict(finished)
+    async def complete_call(self, completion: CallCompletion, *, durable: bool = True) -> None:
+        """One call's row: its outcome (or ``pending`` again, for an answered call about to run).
+        ``durable=False``: one attempt (a run that is ending records what it can; history repair does
+        the rest)."""
+        write = functools.partial(
+            self.store.complete_tool_call,
+            self.session.id,
+            completion.tool_call_id,
+            message_id=completion.message_id,
+            status=completion.status,
+            output=completion.output,
+            is_error=completion.is_error,
+            started_at=completion.started_at,
+            finished_at=completion.finished_at,
+            fence=self._lock_owner,
         )
-
-    async def mark_running(self, calls: Sequence[ToolCallPart]) -> None:
-        """Answered calls about to run are ``pending`` again: a crash now makes them interrupted (their
-        outcome unknown), never awaiting a second approval."""
-        assert self.open_step is not None
-        message_id = self.open_step.message_id
-        for call in calls:
-            await self._durably(
-                functools.partial(
-                    self.store.complete_tool_call,
-                    self.session.id,
-                    call.tool_call_id,
-                    message_id=message_id,
-                    status="pending",
-                    output=None,
-                    is_error=False,
-                    started_at=None,
-                    finished_at=None,
-                    fence=self._lock_owner,
-                )
-            )
-
-    async def complete(self, outcome: ToolOutcome) -> None:
-        """One call's outcome, durable before anyone hears of it."""
-        assert self.open_step is not None
-        self.open_step.outcomes[outcome.call.tool_call_id] = outcome
-        message_id = self.open_step.message_id
-        await self._durably(
-            lambda: self.store.complete_tool_call(
-                self.session.id,
-                outcome.call.tool_call_id,
-                message_id=message_id,
-                status=outcome.status,
-                output=outcome.full_output,
-                is_error=outcome.result.is_error,
-                started_at=outcome.started_at,
-                finished_at=outcome.finished_at,
-                fence=self._lock_owner,
-            )
-        )
-
-    async def finished(self, outcomes: Sequence[ToolOutcome], *, last: bool) -> None:
-        """Calls of the open step that finished together, durable before anyone hears of them: stored now
-        in one group commit, or, when no call of the step is left running (``last``), handed to the
-        step's end, whose transaction writes them (:meth:`complete_later`). A call whose sub-agent paused
-        is always stored now (the run pauses with it)."""
-        if last:
-            for outcome in outcomes:
-                if outcome.status in AWAITING:
-                    await self.complete(outcome)
-                else:
-                    self.complete_later(outcome)
-        elif len(outcomes) == 1:
-            await self.complete(outcomes[0])
+        if durable:
+            await self._durably(write)
         else:
-            await asyncio.gather(*(self.complete(o) for o in outcomes))  # they share a commit
+            await write()
 
-    def complete_later(self, outcome: ToolOutcome) -> None:
-        """The outcome of a call that finished last (with the step's last, in one event-loop turn):
-        written with the step's end, in the same transaction (one commit fewer per step); nobody hears
-        of it before that."""
-        assert self.open_step is not None
-        self.open_step.outcomes[outcome.call.tool_call_id] = outcome
-        self.unwritten.append(outcome)
-
-    def _completions(self, message_id: str) -> list[CallCompletion]:
-        """The rows of :attr:`unwritten` (kept until the write succeeds: if it fails,
-        :meth:`close_open_step` still writes and announces them)."""
-        return [
-            CallCompletion(
-                tool_call_id=o.call.tool_call_id,
-                message_id=message_id,
-                status=o.status,
-                output=o.full_output,
-                is_error=o.result.is_error,
-                started_at=o.started_at,
-                finished_at=o.finished_at,
-            )
-            for o in self.unwritten
-        ]
+    async def _write_end(
+        self,
+        step: int,
+        tool_message: Message | None,
+        usage: Usage,
+        last_seq: int,
+        completed: Sequence[CallCompletion],
+    ) -> None:
+        await self.store.finish_step(
+            self.session.id,
+            step=step,
+            interaction_id=self.interaction_id,
+            tool_message=tool_message,
+            usage=usage,
+            last_seq=last_seq,
+            completed=completed,
+            fence=self._lock_owner,
+        )
 
     async def finish_step(
-        self, step: int, tool_message: Message | None, usage: Usage, announce: Sequence[E]
+        self,
+        step: int,
+        tool_message: Message | None,
+        usage: Usage,
+        announce: Sequence[E],
+        completed: Sequence[CallCompletion] = (),
+        *,
+        durable: bool = True,
     ) -> None:
-        """The step's results (those of :meth:`complete_later` included), usage and the seq of
-        ``announce`` (numbered, about to be published): one transaction, so a client resuming after them
-        never misses or repeats one."""
+        """The step's end: its tool message, the rows of the calls that finished last (``completed``), its
+        usage and the seq of ``announce`` (numbered, about to be published): one transaction, so a client
+        resuming after them never misses or repeats one. ``durable=False``: one attempt, awaited as it is
+        (a run that is ending)."""
         last_seq = max((e.seq for e in announce), default=self.seq)
-        completed = self._completions(self.open_step.message_id) if self.open_step is not None else []
-        written = self._durably(
-            lambda: self.store.finish_step(
-                self.session.id,
-                step=step,
-                interaction_id=self.interaction_id,
-                tool_message=tool_message,
-                usage=usage,
-                last_seq=last_seq,
-                completed=completed,
-                fence=self._lock_owner,
-            )
-        )
+        end = functools.partial(self._write_end, step, tool_message, usage, last_seq, completed)
+        if not durable:
+            await end()
+            self._persisted_seq = max(self._persisted_seq, last_seq)
+            return
+        written = self._durably(end)
         # With a lease (replicas) the write is shielded from a hand-over (detached first, then cancelled),
         # which may stop the run between this write (it counts ``announce`` in last_seq) and their
         # publication: the write goes on and the server publishes them once it committed
@@ -503,9 +470,7 @@ class StepRecorder:
             if announce and self.seq == last_seq:
                 self.seq = min(e.seq for e in announce) - 1
             raise
-        self.unwritten = []
         self._persisted_seq = max(self._persisted_seq, last_seq)
-        self.open_step = None
 
     async def written_unpublished(self) -> list[Envelope]:
         """The events a step's write counted when the run was stopped during it, once that write
@@ -520,84 +485,3 @@ class StepRecorder:
             logger.warning("session %s: a step's write did not finish", self.session.id, exc_info=True)
             return []
         return list(announce)
-
-    async def close_open_step(self) -> Message | None:
-        """The run stopped while tools ran: record the unfinished calls as cancelled (history stays valid).
-
-        Returns the step's tool message, or ``None`` when no step was open or the store failed (then
-        ``load_history`` repairs whatever is left pending).
-        """
-        open_step, self.open_step = self.open_step, None
-        if open_step is None or self.detached:
-            return None
-        try:
-            results: list[ToolResultPart] = []
-            now = time.time()
-            unwritten = {o.call.tool_call_id for o in self.unwritten}
-            completed = self._completions(open_step.message_id)
-            for call in open_step.calls:
-                outcome = open_step.outcomes.get(call.tool_call_id)
-                if outcome is not None and outcome.status not in AWAITING:
-                    results.append(outcome.result)
-                    if call.tool_call_id in unwritten:  # finished, never announced: it is, with the end
-                        self.cancelled_calls.append(
-                            self.ended_call(
-                                call,
-                                outcome.result.output,
-                                outcome.status,
-                                is_error=outcome.result.is_error,
-                                duration=outcome.duration,
-                            )
-                        )
-                    continue
-                # Announced with the run's end, so no client keeps showing the call as running.
-                self.cancelled_calls.append(self.ended_call(call, CANCELLED_OUTPUT, "cancelled"))
-                await self.store.complete_tool_call(
-                    self.session.id,
-                    call.tool_call_id,
-                    message_id=open_step.message_id,
-                    status="cancelled",
-                    output=CANCELLED_OUTPUT,
-                    is_error=True,
-                    started_at=None,
-                    finished_at=now,
-                    fence=self._lock_owner,
-                )
-                results.append(
-                    ToolResultPart(
-                        tool_call_id=call.tool_call_id,
-                        tool_name=call.tool_name,
-                        output=CANCELLED_OUTPUT,
-                        is_error=True,
-                    )
-                )
-            message = Message(role="tool", parts=tuple(results), session_id=self.session.id)
-            await self.store.finish_step(
-                self.session.id,
-                step=open_step.step,
-                interaction_id=self.interaction_id,
-                tool_message=message,
-                usage=Usage(),
-                last_seq=self.seq,
-                completed=completed,
-                fence=self._lock_owner,
-            )
-            self.unwritten = []
-            self._persisted_seq = max(self._persisted_seq, self.seq)
-            return message
-        except Exception:  # best effort: load_history repairs whatever is left pending
-            logger.exception("could not record cancelled tool calls for session %s", self.session.id)
-            return None
-
-
-def title_from(text: str, limit: int = 60) -> str:
-    """A conversation title from its first prompt: whitespace collapsed; a longer one is cut at a word in
-    its second half, never after a comma (the page's rule, ``static/app.js`` ``shorten``)."""
-    words = without_nul(" ".join(text.split()))  # the prompt keeps its U+0000; a title cannot (PostgreSQL)
-    if len(words) <= limit:
-        return words
-    cut = words[: limit - 1]
-    space = cut.rfind(" ")
-    if space > limit / 2:
-        cut = cut[:space]
-    return cut.rstrip(" ,.;:") + "\u2026"

@@ -10,22 +10,20 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
-import secrets
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar, Token
 from typing import Any, Generic, TypedDict, Unpack, overload
 
-from toolwire.agent._pause import pending_from_rows
-from toolwire.agent._takeover import Takeover
-from toolwire.agent.config import RunConfig
+from toolwire.agent._resume import plan_answers
+from toolwire.agent._sub_agent import sub_agent_tool
+from toolwire.agent.config import RunConfig, RunRequest
 from toolwire.agent.drivers import Driver
 from toolwire.agent.drivers._default import default_driver
 from toolwire.agent.loop import AgentRun
 from toolwire.agent.output import OutputMode, OutputSpec, build_output_spec
-from toolwire.agent.pending import Approval, DecisionKey, PendingCall
 from toolwire.agent.result import OutputT, RunResult
-from toolwire.errors import ConfigError, MissingKeyError, SubAgentPaused
+from toolwire.errors import ConfigError, MissingKeyError
 from toolwire.events import AgentEvent, TextDeltaEvent
 from toolwire.models import ModelSpec, infer_model
 from toolwire.models.base import Model, ModelSettings, ToolChoice
@@ -35,7 +33,8 @@ from toolwire.store.memory import MemoryStore
 from toolwire.store.records import check_owner
 from toolwire.tools.context import DepsT, RunContext
 from toolwire.tools.executor import DEFAULT_MAX_OUTPUT_CHARS, ToolInterceptor
-from toolwire.tools.function import Tool, function_tool
+from toolwire.tools.function import Tool
+from toolwire.tools.pending import Approval, DecisionKey, PendingCall, pending_of_rows
 from toolwire.tools.registry import ToolRegistry, ToolSource
 
 ToolLike = Tool | Callable[..., Any] | ToolSource
@@ -263,9 +262,8 @@ class Agent(Generic[DepsT, OutputT]):
     ) -> Agent[DepsT, OutputT]:
         """A copy of this agent with another model and/or store; this agent is left as it was.
 
-        With a new model, a driver chosen by default is chosen again for it (native tool calls or ReAct)
-        and structured output is set up again; a driver given to the constructor is kept. Tools, settings
-        and event subscribers are shared with this agent.
+        With a new model, a default driver is chosen again for it and structured output is set up again
+        (a driver given to the constructor is kept); tools, settings and subscribers are shared.
 
         As a context manager it swaps them in this agent itself, for the runs started inside the block (in
         this task and the tasks it starts), as tests of an application's module-level agent need::
@@ -290,9 +288,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def __enter__(self) -> Agent[DepsT, OutputT]:
         if self._override_of is None:
-            raise ConfigError(
-                "use `with agent.override(model=...):`; an agent itself is not a context manager"
-            )
+            raise ConfigError("use `with agent.override(model=...):`; an agent is not a context manager")
         self._override_tokens.append(self._override_of._overridden_by.set(self))
         return self
 
@@ -312,10 +308,10 @@ class Agent(Generic[DepsT, OutputT]):
         self._store_spec = store
         self._store = store if isinstance(store, Store) else None
 
-    def _run_config(self) -> RunConfig:
+    def run_config(self) -> RunConfig:
         """This agent's settings, frozen for one run."""
         if (current := self._current()) is not self:
-            return current._run_config()
+            return current.run_config()
         return RunConfig(
             model=self.model,
             driver=self.driver,
@@ -355,8 +351,6 @@ class Agent(Generic[DepsT, OutputT]):
         user_id: str | None = None,
         approvals: Mapping[DecisionKey, Approval] | None = None,
         tool_outputs: Mapping[DecisionKey, Any] | None = None,
-        takeover: Takeover | None = None,
-        top_level: bool = False,
     ) -> AgentRun[OutputT]:
         """Start a run: ``async for event in agent.stream(...)``. ``parent`` makes it a sub-agent run of
         that tool call.
@@ -370,33 +364,21 @@ class Agent(Generic[DepsT, OutputT]):
         Denied(reason)}`` for calls awaiting approval, ``tool_outputs={tool_call_id: value |
         ToolFailed(message)}`` for client tools; no prompt is needed. A prompt given while calls still
         wait closes the unanswered ones first (the model reads that they were not answered). See
-        :mod:`toolwire.agent.pending`.
-
-        ``takeover=Takeover(...)`` continues a run whose process died (its lease expired; the server's
-        :mod:`~toolwire.server.takeover` does this): no prompt, the unfinished calls end as interrupted and
-        the model goes on from the last stored step. Its ``dead_run_owner`` (the dead run's lease owner,
-        which names its interaction) lets it tell a run that had answered from one that died before storing
-        its prompt: the latter ends as a :class:`~toolwire.errors.TurnLostError` (the user sends it again)
-        instead of repeating the previous turn's answer; ``unpublished`` announces again the dead run's
-        last finished calls, whose completions it had counted but never published.
-
-        ``top_level=True`` refuses a ``session_id`` that is a sub-agent's session
-        (:class:`~toolwire.errors.SubSessionError`, nothing written), in the same store transaction that
-        creates the session or checks its owner (the server's chat turns use it).
+        :mod:`toolwire.tools.pending`.
         """
         return AgentRun(
-            self._run_config(),
+            self.run_config(),
             prompt,
             session_id=session_id,
             parent=parent,
             deps=deps,
-            enabled_tools=enabled_tools,
-            exclude_tools=exclude_tools,
             user_id=user_id,
-            approvals=approvals,
-            tool_outputs=tool_outputs,
-            takeover=takeover,
-            top_level=top_level,
+            request=RunRequest(
+                approvals=approvals or {},
+                tool_outputs=tool_outputs or {},
+                enabled_tools=enabled_tools,
+                exclude_tools=exclude_tools,
+            ),
         )
 
     async def run(
@@ -466,7 +448,29 @@ class Agent(Generic[DepsT, OutputT]):
         if info is None:
             return []
         check_owner(info, user_id if user_id is not None else self.user_id)
-        return pending_from_rows(await store.tool_calls(session_id), session_id)
+        return pending_of_rows(await store.tool_calls(session_id), session_id)
+
+    async def check_answers(
+        self,
+        session_id: str,
+        *,
+        prompt: str | None = None,
+        approvals: Mapping[DecisionKey, Approval] | None = None,
+        tool_outputs: Mapping[DecisionKey, Any] | None = None,
+    ) -> None:
+        """Raise :class:`~toolwire.errors.ResumeError` when answers do not apply to what the session waits
+        for now (nothing written; the run checks again under its lock). ``prompt``: a new turn follows."""
+        store = await self._current().get_store()
+        awaited = [r for r in await store.tool_calls(session_id) if r.awaiting is not None]
+        plan_answers(
+            awaited,
+            await store.load_history(session_id),
+            session_id=session_id,
+            approvals=approvals or {},
+            tool_outputs=tool_outputs or {},
+            closing=prompt is not None,
+            max_output_chars=self.max_tool_output_chars,
+        )
 
     async def _run_and_close(self, prompt: str | None, **kwargs: Any) -> RunResult[OutputT]:
         try:
@@ -492,30 +496,4 @@ class Agent(Generic[DepsT, OutputT]):
         (``awaiting_subagent``) and the caller's run pauses too, listing the sub-agent's pending calls;
         answering them continues the same child session.
         """
-        agent = self
-
-        async def delegate(ctx: RunContext[Any], task: str) -> Any:
-            resume = ctx.resume
-            if resume is not None:  # its run paused earlier: continue it with the answers it waited for
-                run = agent.stream(
-                    session_id=resume.session_id,
-                    parent=ctx,
-                    approvals=resume.approvals,
-                    tool_outputs=resume.tool_outputs,
-                )
-            else:
-                # Random, so nobody can create it first; the loop checks it hangs under this session and
-                # belongs to this session's owner.
-                run = agent.stream(
-                    task, session_id=f"{ctx.session_id}.sub_{secrets.token_hex(8)}", parent=ctx
-                )
-            async with run:
-                async for event in run:
-                    ctx.forward(event)
-            assert run.result is not None
-            if run.result.status == "paused":  # its calls wait for a person: this call waits with them
-                raise SubAgentPaused(run.session_id, run.result.pending)
-            return run.result.output
-
-        delegate.__doc__ = f"{description}\n\nArgs:\n    task: What to ask the {name} agent, in plain words."
-        return function_tool(delegate, name=name, description=description)
+        return sub_agent_tool(self, name, description)

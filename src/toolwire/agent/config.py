@@ -1,4 +1,5 @@
-"""``RunConfig``: the frozen snapshot of an :class:`~toolwire.agent.Agent` that one run reads.
+"""``RunConfig``: the frozen snapshot of an :class:`~toolwire.agent.Agent` that one run reads, and
+``RunRequest``: what one run is asked to do (its prompt aside).
 
 The loop never reaches back into the ``Agent``: changing an agent's settings while a run is going on
 does not change that run, and the loop's dependencies are the fields listed here.
@@ -6,8 +7,9 @@ does not change that run, and the loop's dependencies are the fields listed here
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from toolwire.agent.drivers import Driver
 from toolwire.agent.output import OutputSpec
@@ -15,6 +17,7 @@ from toolwire.models.base import Model, ModelSettings, ToolChoice
 from toolwire.observability import EventBus
 from toolwire.store.base import Store
 from toolwire.tools.executor import ToolExecutor, ToolInterceptor
+from toolwire.tools.pending import Approval, DecisionKey
 from toolwire.tools.registry import ToolRegistry
 
 
@@ -64,3 +67,35 @@ class RunConfig:
             max_output_chars=self.max_tool_output_chars,
             allowed=allowed,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Takeover:
+    """What a run continuing a dead replica's run knows of it (the server's lease watcher makes one and
+    starts the run with it: ``AgentRun(agent.run_config(), None, request=RunRequest(takeover=...))``)."""
+
+    dead_run_owner: str | None = None
+    """The dead run's lease owner, which names its interaction: a turn whose interaction stored nothing
+    died before storing its prompt (the run then ends with :class:`~toolwire.errors.TurnLostError`)."""
+    unpublished: bool = False
+    """The dead run numbered events no client received (the store's last seq is past the event log's: it
+    died between a step's write and the publication of what that write counted). Its last step's finished
+    calls are then announced again, so no client keeps a call that never completes."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRequest:
+    """What one run is asked to do besides answering a prompt (``Agent.stream`` builds one)."""
+
+    new_turn: bool = True
+    """The run has a prompt (``False``: it only answers awaited calls, or takes a dead run over); the run
+    sets it from its prompt."""
+    approvals: Mapping[DecisionKey, Approval] = field(default_factory=dict)
+    tool_outputs: Mapping[DecisionKey, Any] = field(default_factory=dict)
+    enabled_tools: Sequence[str] | None = None
+    exclude_tools: Sequence[str] = ()
+    takeover: Takeover | None = None
+    """Continue a dead replica's run (the server's; no prompt)."""
+    top_level: bool = False
+    """Refuse a session that is a sub-agent's (:class:`~toolwire.errors.SubSessionError`, nothing
+    written), in the store transaction that creates the session or checks its owner (the server's turns)."""

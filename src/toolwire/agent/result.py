@@ -1,22 +1,23 @@
-"""What a run gives back: ``RunResult`` (one user turn's outcome) and ``ToolExecution`` (one executed call).
+"""What a run gives back: ``RunResult`` (one user turn's outcome) and ``ToolExecution`` (one executed call),
+and ``RunLedger``, what a run has done so far, which the loop and its steps fill and which becomes the result.
 
-Kept apart from the loop (:mod:`toolwire.agent.loop`), which fills them: a result is read by callers, the
-CLI and the server, none of which need the loop's machinery.
+Kept apart from the loop (:mod:`toolwire.agent.loop`): a result is read by callers, the CLI and the server,
+none of which need the loop's machinery.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Generic
+from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
 from toolwire._fast_init import fast_frozen_init
-from toolwire.agent.pending import PendingCall
 from toolwire.events import InteractionStatus, ToolCallStatus
 from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage
 from toolwire.pricing import total_cost
+from toolwire.tools.pending import PendingCall
 
 OutputT = TypeVar("OutputT", default=str, covariant=True)
 
@@ -93,3 +94,51 @@ class RunResult(Generic[OutputT]):
     def total_cost(self) -> Decimal | None:
         own, sub = self.cost, self.sub_agent_cost
         return None if own is None or sub is None else own + sub
+
+
+@dataclass(slots=True, kw_only=True)
+class RunLedger:
+    """What a run has done so far: its steps' usage and models, its sub-agents' requests, the calls it ran,
+    the messages it added, how it ended. The loop and its steps write here; :meth:`result` reads it."""
+
+    session_id: str
+    interaction_id: str
+    messages: list[Message] = field(default_factory=list)
+    executions: list[ToolExecution] = field(default_factory=list)
+    step_usage: list[Usage] = field(default_factory=list)
+    step_models: list[tuple[str | None, str | None]] = field(default_factory=list)
+    sub_agent_steps: list[tuple[str | None, str | None, Usage]] = field(default_factory=list)
+    pending: list[PendingCall] = field(default_factory=list)
+    status: InteractionStatus = "completed"
+    done: bool = False
+    """Set when the run has its answer (or paused): no further step."""
+    output: Any = ""
+    text: str = ""
+
+    def answered(self, output: Any, text: str) -> None:
+        """The run has its answer: ``output`` (the text, or the validated object) written as ``text``."""
+        self.output, self.text, self.done = output, text, True
+
+    def paused(self, pending: list[PendingCall]) -> None:
+        """Calls wait for a person: the run ends ``paused`` listing them."""
+        self.pending, self.done, self.status = pending, True, "paused"
+
+    def result(self) -> RunResult[Any]:
+        total = Usage()
+        for usage in self.step_usage:
+            total = total + usage
+        return RunResult(
+            output=self.output,
+            text=self.text,
+            session_id=self.session_id,
+            interaction_id=self.interaction_id,
+            status=self.status,
+            messages=self.messages,
+            pending=self.pending,
+            tool_executions=self.executions,
+            usage=total,
+            step_usage=self.step_usage,
+            step_models=self.step_models,
+            sub_agent_steps=self.sub_agent_steps,
+            steps=len(self.step_usage),
+        )

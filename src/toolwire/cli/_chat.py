@@ -76,7 +76,7 @@ def _resume_after_asking(args: argparse.Namespace, agent: Any, run: Any) -> Any:
     """
     import json
 
-    from toolwire.agent.pending import Denied
+    from toolwire.tools.pending import Denied
 
     result = run.result
     if result is None or result.status != "paused":

@@ -20,7 +20,7 @@ from toolwire.errors import MissingExtraError, ToolwireError
 from toolwire.store import DEFAULT_URL, Store, open_store
 
 if TYPE_CHECKING:
-    from toolwire.agent.pending import DecisionKey
+    from toolwire.tools.pending import DecisionKey
 
 
 async def build_agent(args: argparse.Namespace) -> tuple[Agent[Any, Any], Store]:
@@ -141,7 +141,7 @@ async def run(args: argparse.Namespace) -> int:
 
 def _answers(args: argparse.Namespace) -> tuple[dict[DecisionKey, Any], dict[DecisionKey, Any]]:
     """``--approve ID``, ``--deny ID[:reason]``, ``--output ID=JSON`` as the loop's answers."""
-    from toolwire.agent.pending import Denied
+    from toolwire.tools.pending import Denied
 
     approvals: dict[DecisionKey, Any] = dict.fromkeys(args.approve, True)
     for given in args.deny:

@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 
 from toolwire._text import clean_json
-from toolwire.agent.pending import Approval, DecisionKey, Denied, ShownCall, ToolFailed
 from toolwire.server.errors import RequestError
 from toolwire.store.records import SessionInfo
+from toolwire.tools.pending import Approval, DecisionKey, Denied, ShownCall, ToolFailed
 
 T = TypeVar("T")
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:~-]{0,199}")

@@ -18,7 +18,6 @@ from starlette.requests import Request
 from starlette.websockets import WebSocket
 
 from toolwire.agent.agent import Agent
-from toolwire.agent.pending import Approval, DecisionKey
 from toolwire.errors import ConfigError
 from toolwire.server._input import Limits
 from toolwire.server.auth import Auth
@@ -32,6 +31,7 @@ from toolwire.store._locks import lock_owner
 from toolwire.store.base import Store
 from toolwire.store.records import SessionInfo
 from toolwire.store.replicas import ReplicaRegistry
+from toolwire.tools.pending import Approval, DecisionKey
 
 logger = logging.getLogger("toolwire.server")
 

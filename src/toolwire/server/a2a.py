@@ -28,8 +28,6 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from toolwire.agent._pause import pending_from_rows
-from toolwire.agent.pending import Approval, DecisionKey
 from toolwire.errors import ResumeError, SessionBusyError
 from toolwire.events import (
     AgentEvent,
@@ -44,6 +42,7 @@ from toolwire.server._sse import SSE_HEADERS, data_frame, with_pings
 from toolwire.server._state import ToolwireServer
 from toolwire.server.errors import RequestError
 from toolwire.server.hub import Subscription
+from toolwire.tools.pending import Approval, DecisionKey, pending_of_rows
 
 PROTOCOL_VERSION = "0.3.0"
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
@@ -276,7 +275,7 @@ class A2AEndpoint:
             if await store.run_in_progress(context_id) or self.server.runs.running(context_id):
                 turn.state = "working"
             else:
-                pending = pending_from_rows(await store.tool_calls(context_id), context_id)
+                pending = pending_of_rows(await store.tool_calls(context_id), context_id)
                 turn.awaiting = [
                     _awaiting_entry(p.tool_call_id, p.tool_name, p.args, p.kind) for p in pending
                 ]

@@ -33,9 +33,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from toolwire.agent._pause import pending_from_rows
 from toolwire.agent.agent import Agent
-from toolwire.agent.pending import Approval, DecisionKey, Denied, ToolFailed
 from toolwire.errors import ResumeError
 from toolwire.events import (
     AgentEvent,
@@ -65,6 +63,7 @@ from toolwire.server._state import ToolwireServer
 from toolwire.server.errors import RequestError
 from toolwire.server.hub import Subscription
 from toolwire.tools.function import Tool
+from toolwire.tools.pending import Approval, DecisionKey, Denied, ToolFailed, pending_of_rows
 from toolwire.tools.registry import ToolRegistry
 
 MAX_FRONTEND_TOOLS = 128
@@ -579,7 +578,7 @@ class AGUIEndpoint:
         store = await self.server.store()
         kinds = {
             p.tool_call_id: p.kind
-            for p in pending_from_rows(await store.tool_calls(session_id), session_id)
+            for p in pending_of_rows(await store.tool_calls(session_id), session_id)
             if p.session_id == session_id
         }
         approvals: dict[DecisionKey, Approval] = {}

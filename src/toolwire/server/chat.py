@@ -25,7 +25,6 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from toolwire.agent.pending import Approval, DecisionKey
 from toolwire.errors import ResumeError, SessionAccessError, SessionBusyError, SubSessionError
 from toolwire.events import InteractionEnd, InteractionStart
 from toolwire.messages import new_id
@@ -52,6 +51,7 @@ from toolwire.server.ui_stream import (
 )
 from toolwire.store._locks import lock_owner
 from toolwire.store.records import SessionInfo
+from toolwire.tools.pending import Approval, DecisionKey
 
 VERSION_HEADER = "x-toolwire-ai-sdk-version"
 """A request may name its AI SDK client version here, overriding the server's ``ai_sdk_version``."""

@@ -18,8 +18,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from toolwire.agent._pause import pending_from_rows
-from toolwire.agent.pending import Approval, DecisionKey
 from toolwire.errors import ResumeError, SessionAccessError, SessionBusyError
 from toolwire.messages import Message, MessageAdapter, ToolResultPart, new_id
 from toolwire.server._input import (
@@ -38,6 +36,7 @@ from toolwire.server._state import ToolwireServer
 from toolwire.server.errors import RequestError, error_body, not_found
 from toolwire.server.hub import StreamKey, Subscription
 from toolwire.store.records import SessionInfo, ToolCallRecord
+from toolwire.tools.pending import Approval, DecisionKey, pending_of_rows
 from toolwire.transcript import merge_histories
 
 
@@ -346,7 +345,7 @@ def _awaiting(session_id: str, rows: list[ToolCallRecord]) -> list[dict[str, Any
                     "message_id": row.message_id,
                 }
             )
-        out.extend(p.to_dict() for p in pending_from_rows([row], session_id))
+        out.extend(p.to_dict() for p in pending_of_rows([row], session_id))
     return out
 
 

@@ -13,15 +13,14 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from toolwire.agent._pause import plan_answers
-from toolwire.agent._takeover import Takeover
 from toolwire.agent.agent import Agent
+from toolwire.agent.config import RunRequest, Takeover
 from toolwire.agent.loop import AgentRun
-from toolwire.agent.pending import Approval, DecisionKey
 from toolwire.errors import LeaseLostError, SessionBusyError
 from toolwire.events import AgentEvent, InteractionEnd
 from toolwire.server.errors import draining
 from toolwire.server.hub import Hub, StreamKey
+from toolwire.tools.pending import Approval, DecisionKey
 
 logger = logging.getLogger("toolwire.server")
 
@@ -91,16 +90,23 @@ class RunManager:
         self._starting.add(session_id)
         self._no_starts.clear()
         try:
+            agent = agent or self.agent
             if takeover is None and (prompt is None or approvals or tool_outputs):
-                await self._check_answers(session_id, prompt, approvals or {}, tool_outputs or {})
-            run = (agent or self.agent).stream(
+                # Refused answers are a ResumeError before anything is started, published or written.
+                await agent.check_answers(
+                    session_id, prompt=prompt, approvals=approvals, tool_outputs=tool_outputs
+                )
+            run: AgentRun[Any] = AgentRun(
+                agent.run_config(),
                 prompt,
                 session_id=session_id,
                 user_id=user_id,
-                approvals=approvals,
-                tool_outputs=tool_outputs,
-                takeover=takeover,
-                top_level=top_level,
+                request=RunRequest(
+                    approvals=approvals or {},
+                    tool_outputs=tool_outputs or {},
+                    takeover=takeover,
+                    top_level=top_level,
+                ),
             )
             events = run.__aiter__()
             try:
@@ -158,29 +164,6 @@ class RunManager:
         except SessionBusyError:
             return False
         return True
-
-    async def _check_answers(
-        self,
-        session_id: str,
-        prompt: str | None,
-        approvals: Mapping[DecisionKey, Approval],
-        tool_outputs: Mapping[DecisionKey, Any],
-    ) -> None:
-        """The loop's own check of the answers (:func:`plan_answers`), on what the store holds now: a
-        refusal is a :class:`ResumeError` with nothing started, published or written. (A run of another
-        replica that answers the same calls in between makes the run itself refuse them.)"""
-        store = await self.agent.get_store()
-        history = await store.load_history(session_id)
-        awaited = [r for r in await store.tool_calls(session_id) if r.awaiting is not None]
-        plan_answers(
-            awaited,
-            history,
-            session_id=session_id,
-            approvals=approvals,
-            tool_outputs=tool_outputs,
-            closing=prompt is not None,
-            max_output_chars=self.agent.max_tool_output_chars,
-        )
 
     async def _pump(self, session_id: str, run: AgentRun[Any], events: AsyncIterator[AgentEvent]) -> None:
         incarnation = self._incarnations[session_id]

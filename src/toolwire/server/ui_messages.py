@@ -25,8 +25,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolwire._text import clean_text
-from toolwire.agent._pause import pending_from_rows
-from toolwire.agent.pending import Approval, DecisionKey, Denied, PendingCall, ToolFailed
 from toolwire.errors import ResumeError
 from toolwire.messages import (
     FilePart,
@@ -42,6 +40,7 @@ from toolwire.models._metadata import client_metadata_filter
 from toolwire.server.errors import RequestError
 from toolwire.server.ui_stream import SUB_CALL_SEPARATOR, sub_call_id
 from toolwire.store.records import ToolCallRecord
+from toolwire.tools.pending import Approval, DecisionKey, Denied, PendingCall, ToolFailed, pending_of_rows
 
 NO_RESULT = "No result was recorded for this tool call (the client sent the call without its output)."
 
@@ -186,7 +185,7 @@ def client_answers(
     if not isinstance(message, dict) or not isinstance(message.get("parts"), list):
         raise RequestError("the last message has no parts")
     kinds: dict[str, tuple[DecisionKey, PendingCall]] = {}
-    for pending in pending_from_rows(awaited, session_id):
+    for pending in pending_of_rows(awaited, session_id):
         if pending.session_id == session_id:
             kinds[pending.tool_call_id] = (pending.tool_call_id, pending)
         else:

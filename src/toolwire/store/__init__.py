@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from toolwire.agent.history import INTERRUPTED_OUTPUT, UNANSWERED_OUTPUT, repair_history
 from toolwire.store.base import DEFAULT_URL, SessionReader, Store
+from toolwire.store.history import INTERRUPTED_OUTPUT, UNANSWERED_OUTPUT, repair_history
 from toolwire.store.memory import MemoryStore
 from toolwire.store.records import SessionInfo, StepRecord, StoredStep, ToolCallRecord
 

@@ -12,7 +12,6 @@ import sqlalchemy as sa
 from pydantic_core import PydanticSerializationError
 from sqlalchemy.dialects import postgresql, sqlite
 
-from toolwire.agent.history import INTERRUPTED_OUTPUT
 from toolwire.errors import ConfigError, LeaseLostError, StoreError
 from toolwire.messages import (
     Message,
@@ -24,6 +23,7 @@ from toolwire.messages import (
     parts_to_jsonable,
 )
 from toolwire.store._sql_direct import write_rows
+from toolwire.store.history import INTERRUPTED_OUTPUT
 from toolwire.store.records import CallCompletion, SessionInfo, ToolCallRecord
 from toolwire.store.schema import STATUS_CHECK, messages, sessions, tool_calls
 

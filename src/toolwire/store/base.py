@@ -29,7 +29,7 @@ awaiting).
 The named writers outside a run are :meth:`Store.import_history` (the server starting a conversation
 from a client's messages, in one transaction) and :meth:`Store.truncate_history` (the server dropping the
 turns a client regenerated or edited, under the session's lock). Everything else is reading (:class:`SessionReader`);
-:meth:`Store.load_history` returns the history repaired by :func:`toolwire.agent.history.repair_history`,
+:meth:`Store.load_history` returns the history repaired by :func:`toolwire.store.history.repair_history`,
 always valid to send to any provider.
 """
 
@@ -39,8 +39,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from toolwire.agent.history import repair_history
 from toolwire.messages import Message, Usage
+from toolwire.store.history import repair_history
 from toolwire.store.records import (
     CallCompletion,
     CallKey,

@@ -9,11 +9,11 @@ from dataclasses import replace
 from typing import Any
 
 from toolwire._fast_init import fast_replace
-from toolwire.agent.history import INTERRUPTED_OUTPUT
 from toolwire.errors import LeaseLostError, SessionBusyError
 from toolwire.messages import Message, Usage
 from toolwire.store._locks import owner_is_dead
 from toolwire.store.base import Store
+from toolwire.store.history import INTERRUPTED_OUTPUT
 from toolwire.store.records import (
     CallCompletion,
     CallKey,

@@ -5,29 +5,55 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeAlias
 
 from typing_extensions import TypeVar
 
 from toolwire._fast_init import fast_frozen_init, fast_replace
-from toolwire.agent.pending import Resume
-from toolwire.events import AgentEvent
+from toolwire.events import AgentEvent, CustomDataEvent, MediaEvent, SystemMessageEvent, ToolProgress
 from toolwire.messages import Message, ToolCallPart
+from toolwire.tools.pending import Resume
+
+if TYPE_CHECKING:
+    from toolwire.store.base import Store
 
 DepsT = TypeVar("DepsT", default=Any)
 """The type of a run's ``deps`` (``Agent(..., deps_type=Db)``; a bare ``RunContext`` means any)."""
 
 
+ToolEmitted: TypeAlias = (
+    type[ToolProgress] | type[SystemMessageEvent] | type[MediaEvent] | type[CustomDataEvent]
+)
+"""The kinds of event a running tool emits in its run's stream (numbered when the loop publishes them)."""
+
+
 class EventSink(Protocol):
-    """Where tool-originated events go: the running loop's event stream."""
+    """Where tool-originated events go (the running step's stream), and the run a sub-agent joins."""
 
-    def tool_event(self, kind: str, tool_call_id: str | None, fields: dict[str, Any]) -> None: ...
+    @property
+    def owner(self) -> str | None:
+        """The user the run acts for: a sub-agent run started by a tool acts for the same user."""
+        ...
 
-    def forward(self, event: AgentEvent) -> None: ...
+    @property
+    def store(self) -> Store | None:
+        """The run's store: a sub-agent without a store of its own records beside its caller."""
+        ...
+
+    def emit(self, kind: ToolEmitted, /, **fields: Any) -> None:
+        """An event of ``kind`` with these fields (``tool_call_id`` included)."""
+        ...
+
+    def forward(self, event: AgentEvent) -> None:
+        """A sub-agent's event, forwarded unchanged (it keeps its own session envelope)."""
+        ...
 
 
 class _NullSink:
-    def tool_event(self, kind: str, tool_call_id: str | None, fields: dict[str, Any]) -> None:
+    owner: str | None = None
+    store: Store | None = None
+
+    def emit(self, kind: ToolEmitted, /, **fields: Any) -> None:
         pass
 
     def forward(self, event: AgentEvent) -> None:
@@ -69,22 +95,22 @@ class RunContext(Generic[DepsT]):
 
     def progress(self, fraction: float | None = None, message: str = "") -> None:
         """Report progress (``fraction`` in 0..1 when known)."""
-        self.sink.tool_event("tool-progress", self.tool_call_id, {"fraction": fraction, "message": message})
+        self.sink.emit(ToolProgress, tool_call_id=self.tool_call_id, fraction=fraction, message=message)
 
     def system_message(self, text: str, level: Literal["info", "warning", "error"] = "info") -> None:
-        self.sink.tool_event("system-message", self.tool_call_id, {"text": text, "level": level})
+        self.sink.emit(SystemMessageEvent, tool_call_id=self.tool_call_id, text=text, level=level)
 
     def media(self, content_type: str, *, url: str | None = None, data: bytes | str | None = None) -> None:
         """Show media (an image, audio, ...) by URL or inline bytes."""
         if isinstance(data, bytes):
             data = base64.b64encode(data).decode()
-        self.sink.tool_event(
-            "media", self.tool_call_id, {"content_type": content_type, "url": url, "data": data}
+        self.sink.emit(
+            MediaEvent, tool_call_id=self.tool_call_id, content_type=content_type, url=url, data=data
         )
 
     def data(self, name: str, payload: Any) -> None:
         """A custom, application-defined event."""
-        self.sink.tool_event("custom-data", self.tool_call_id, {"name": name, "data": payload})
+        self.sink.emit(CustomDataEvent, tool_call_id=self.tool_call_id, name=name, data=payload)
 
     def forward(self, event: AgentEvent) -> None:
         """Forward an event of another session (a sub-agent run) into this stream."""

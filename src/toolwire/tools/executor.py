@@ -18,7 +18,6 @@ from pydantic_core import to_jsonable_python
 
 from toolwire._fast_init import fast_frozen_init
 from toolwire._text import clean_json, clean_text, truncate_output
-from toolwire.agent.history import UNANSWERED_OUTPUT
 from toolwire.errors import (
     SubAgentPaused,
     ToolArgumentsError,
@@ -30,6 +29,7 @@ from toolwire.errors import (
 )
 from toolwire.events import ToolCallStatus
 from toolwire.messages import ToolCallPart, ToolResultPart
+from toolwire.store.history import UNANSWERED_OUTPUT
 from toolwire.tools._batch import OnFinished, ToolBatch
 from toolwire.tools._inbox import Inbox
 from toolwire.tools.context import RunContext

@@ -19,9 +19,12 @@ edited, and a bound answer to the old call is then refused (``ResumeError``) ins
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+if TYPE_CHECKING:
+    from toolwire.store.records import ToolCallRecord
 
 PendingKind: TypeAlias = Literal["approval", "output"]
 """``approval``: answer in ``approvals=``; ``output``: a client tool, answer in ``tool_outputs=``."""
@@ -120,3 +123,38 @@ class Resume:
     """Keyed by ``(session_id, tool_call_id)``."""
     tool_outputs: Mapping[DecisionKey, Any] = field(default_factory=dict)
     """Keyed by ``(session_id, tool_call_id)``."""
+
+
+def sub_agent_of(output: Any) -> tuple[str, tuple[PendingCall, ...]]:
+    """The paused sub-agent an ``awaiting_subagent`` row holds (``{"session_id", "pending"}``): its session
+    and what it waits for."""
+    data = output if isinstance(output, Mapping) else {}
+    raw = data.get("pending")
+    pending = (
+        tuple(PendingCall.from_dict(p) for p in raw if isinstance(p, Mapping))
+        if isinstance(raw, list)
+        else ()
+    )
+    return str(data.get("session_id", "")), pending
+
+
+def pending_of_rows(rows: Sequence[ToolCallRecord], session_id: str) -> list[PendingCall]:
+    """What a session's stored tool-call rows wait for, in row order: each awaiting call, or for a call
+    whose sub-agent paused, that sub-agent's pending calls (``Agent.pending`` and every API that lists
+    them read it here, without the session's messages)."""
+    pending: list[PendingCall] = []
+    for row in rows:
+        if row.awaiting == "subagent":
+            pending.extend(sub_agent_of(row.output)[1])
+        elif row.awaiting is not None:
+            pending.append(
+                PendingCall(
+                    tool_call_id=row.tool_call_id,
+                    tool_name=row.tool_name,
+                    args=row.args,
+                    kind="output" if row.awaiting == "output" else "approval",
+                    session_id=session_id,
+                    message_id=row.message_id,
+                )
+            )
+    return pending
