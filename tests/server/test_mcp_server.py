@@ -190,15 +190,18 @@ async def test_bad_input_is_an_mcp_error_and_the_server_keeps_serving(
     assert _text(still) == "Hi! How can I help?"
 
 
-async def test_http_elicitation_approve_and_deny_resume_the_run() -> None:
+async def test_http_elicitation_approve_and_deny_resume_the_run_and_dismissing_leaves_it_waiting() -> None:
     app = create_app(build(), store=MemoryStore(), tokens=TOKENS)
     approve, approve_asked = _answering("accept", {"approve": True})
     deny, deny_asked = _answering("accept", {"approve": False, "reason": "too big"})
+    dismiss, dismiss_asked = _answering("cancel")
     async with live_server(app) as server:
         async with http_session(server, "tok-alice", elicit=approve) as session:
             approved = await session.call_tool("support", {"prompt": "refund A9"})
         async with http_session(server, "tok-alice", elicit=deny) as session:
             denied = await session.call_tool("support", {"prompt": "refund B2"})
+        async with http_session(server, "tok-alice", elicit=dismiss) as session:
+            dismissed = await session.call_tool("support", {"prompt": "refund C3"})
         store = await app.state.toolwire.store()
         assert denied.structured_content is not None
         calls = await store.tool_calls(denied.structured_content["session_id"])
@@ -207,6 +210,10 @@ async def test_http_elicitation_approve_and_deny_resume_the_run() -> None:
     assert _text(approved) == "answered: refunded A9"
     assert _text(denied) == "answered: Tool call denied by the user: too big"
     assert [(c.tool_name, c.status) for c in calls] == [("refund", "denied")]
+    assert dismiss_asked == ['Allow refund({"order": "C3"})?']
+    assert dismissed.structured_content is not None and dismissed.structured_content["status"] == "paused"
+    assert [a["tool_call_id"] for a in dismissed.structured_content["awaiting"]] == ["call_r"]
+    assert "call support again with" in _text(dismissed)
 
 
 async def test_http_sessions_belong_to_the_callers_user() -> None:
