@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.cli.helpers import REPO, command_env
 from tests.server.mcp_agents import build
-from toolwire.server import create_app
+from toolwire.server import Limits, create_app
 from toolwire.store import MemoryStore, open_store
 
 from .conftest import LiveServer, live_server
@@ -279,3 +279,11 @@ async def test_an_mcp_session_id_is_bound_to_the_user_that_opened_it() -> None:
         )
     assert opened.status_code == 200
     assert hijack.status_code == 404
+
+
+async def test_a_body_over_the_servers_limit_is_413_on_mcp_too() -> None:
+    app = create_app(build(), store=MemoryStore(), limits=Limits(max_body_bytes=10_000))
+    big = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x" * 20_000}}
+    async with live_server(app) as server, server.client() as http:
+        refused = await http.post("/mcp", json=big, headers={"accept": "application/json, text/event-stream"})
+    assert refused.status_code == 413
