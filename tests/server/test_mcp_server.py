@@ -281,9 +281,17 @@ async def test_an_mcp_session_id_is_bound_to_the_user_that_opened_it() -> None:
     assert hijack.status_code == 404
 
 
-async def test_a_body_over_the_servers_limit_is_413_on_mcp_too() -> None:
+async def test_mcp_keeps_the_servers_body_limit_and_origin_check() -> None:
     app = create_app(build(), store=MemoryStore(), limits=Limits(max_body_bytes=10_000))
+    accept = {"accept": "application/json, text/event-stream"}
     big = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x" * 20_000}}
     async with live_server(app) as server, server.client() as http:
-        refused = await http.post("/mcp", json=big, headers={"accept": "application/json, text/event-stream"})
-    assert refused.status_code == 413
+        too_big = await http.post("/mcp", json=big, headers=accept)
+        # Development mode: a page of another origin must not drive the local agent (DNS rebinding, CSRF).
+        foreign = await http.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            headers={**accept, "origin": "https://evil.example"},
+        )
+    assert too_big.status_code == 413
+    assert foreign.status_code == 403
