@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 try:
@@ -51,15 +49,23 @@ from starlette.types import Receive, Scope, Send
 from toolwire.agent.pending import Approval, DecisionKey, Denied, PendingCall
 from toolwire.errors import ResumeError, SessionBusyError
 from toolwire.events import (
-    AgentEvent,
     InteractionEnd,
-    ToolCallActive,
-    ToolCallAwaiting,
-    ToolCallComplete,
-    ToolProgress,
 )
 from toolwire.messages import ToolCallPart, new_id
-from toolwire.server._input import SESSION_ID, check_prompt, parse_answers
+from toolwire.server._mcp_tool import (
+    APPROVAL_FORM,
+    AgentCall,
+    Progress,
+    Turn,
+    agent_result,
+    agent_tool,
+    agent_tool_name,
+    args_text,
+    can_elicit,
+    error_result,
+    invalid,
+    parse_agent_call,
+)
 from toolwire.server._sse import with_pings
 from toolwire.server._state import ToolwireServer
 from toolwire.server.errors import RequestError, error_body
@@ -67,100 +73,8 @@ from toolwire.tools.context import RunContext
 from toolwire.tools.executor import ToolExecutor
 from toolwire.tools.function import Tool
 
-_TOOL_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 _USER_SCOPE_KEY = "toolwire.user"
 """Where the HTTP door leaves the caller's user in the ASGI scope, for the handlers to read."""
-_APPROVAL_FORM: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "approve": {"type": "boolean", "title": "Approve", "description": "Run this tool call"},
-        "reason": {"type": "string", "title": "Reason", "description": "Why not (when denying)"},
-    },
-    "required": ["approve"],
-}
-_ANSWER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": True,
-    "description": "tool_call_id -> answer, for the calls a paused run waits for",
-}
-_OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "session_id": {"type": "string"},
-        "status": {"type": "string"},
-        "answer": {"type": "string"},
-        "awaiting": {"type": "array", "items": {"type": "object"}},
-    },
-    "required": ["session_id", "status", "answer", "awaiting"],
-}
-
-
-def agent_tool_name(name: str | None) -> str:
-    """The MCP tool that runs the agent: the agent's name in MCP's tool-name alphabet (``agent`` unnamed)."""
-    cleaned = _TOOL_NAME.sub("_", name or "").strip("_")[:64]
-    return cleaned or "agent"
-
-
-@dataclass(slots=True)
-class AgentCall:
-    """The checked arguments of a call of the agent's tool."""
-
-    session_id: str | None
-    prompt: str | None
-    approvals: dict[DecisionKey, Approval] = field(default_factory=dict)
-    tool_outputs: dict[DecisionKey, Any] = field(default_factory=dict)
-
-
-def parse_agent_call(arguments: Mapping[str, Any] | None, server: ToolwireServer) -> AgentCall:
-    """The agent tool's arguments; anything malformed is an :class:`MCPError` (invalid params)."""
-    args = dict(arguments or {})
-    unknown = set(args) - {"prompt", "session_id", "approvals", "tool_outputs"}
-    if unknown:
-        raise _invalid(f"unknown argument(s): {', '.join(sorted(unknown))}")
-    session_id = args.get("session_id")
-    if session_id is not None and (not isinstance(session_id, str) or not SESSION_ID.fullmatch(session_id)):
-        raise _invalid("'session_id' is 1-200 characters of letters, digits and . _ : ~ -")
-    try:
-        approvals, outputs = parse_answers(args)
-        prompt = check_prompt(args["prompt"], server.limits) if args.get("prompt") is not None else None
-    except RequestError as exc:
-        raise _invalid(str(exc).replace("'text'", "'prompt'")) from None
-    if prompt is None and not approvals and not outputs:
-        raise _invalid("give a 'prompt', or 'approvals' / 'tool_outputs' for the calls a session waits for")
-    if (approvals or outputs) and session_id is None:
-        raise _invalid("answers need the 'session_id' of the waiting calls")
-    return AgentCall(session_id=session_id, prompt=prompt, approvals=approvals, tool_outputs=outputs)
-
-
-class _Progress:
-    """``notifications/progress`` for one call (nothing when the caller sent no progress token)."""
-
-    def __init__(self, ctx: ServerRequestContext[Any, Any]) -> None:
-        self._ctx = ctx
-        self._count = 0
-
-    async def say(self, message: str) -> None:
-        self._count += 1  # progress must grow with every notification; the total is unknown
-        await self._ctx.session.report_progress(self._count, None, message)
-
-    async def event(self, event: AgentEvent) -> None:
-        """Tool activity of the turn (its sub-agents' included) as a progress message."""
-        if isinstance(event, ToolCallActive):
-            await self.say(f"running {event.tool_name}({_args_text(event.args)})")
-        elif isinstance(event, ToolProgress):
-            await self.say(event.message or f"{event.tool_call_id}: {event.fraction or 0:.0%}")
-        elif isinstance(event, ToolCallComplete) and not event.provider_executed:
-            await self.say(f"{event.tool_name} {event.status}")
-        elif isinstance(event, ToolCallAwaiting) and event.kind != "subagent":
-            wanted = "approval" if event.kind == "approval" else "its output"
-            await self.say(f"{event.tool_name}({_args_text(event.args)}) waits for {wanted}")
-
-
-@dataclass(slots=True)
-class _Turn:
-    status: str = "unknown"
-    answer: str = ""
-    error: str | None = None
 
 
 class MCPEndpoint:
@@ -224,37 +138,7 @@ class MCPEndpoint:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         agent = self.server.agent
-        name = agent.name or "the agent"
-        tools = [
-            types.Tool(
-                name=self.tool_name,
-                description=(
-                    f"Ask {name}. {agent.instructions or ''}".strip()
-                    + " Give session_id (from a previous answer) to continue that conversation."
-                ),
-                input_schema={
-                    "type": "object",
-                    "properties": {
-                        "prompt": {"type": "string", "description": "What to ask"},
-                        "session_id": {
-                            "type": "string",
-                            "description": "Continue this conversation (the session_id of an earlier answer)",
-                        },
-                        "approvals": {
-                            **_ANSWER_SCHEMA,
-                            "description": 'Answers to calls waiting for approval: {"call_id": true | false '
-                            '| {"denied": "reason"}}',
-                        },
-                        "tool_outputs": {
-                            **_ANSWER_SCHEMA,
-                            "description": 'Outputs of waiting client-side tools: {"call_id": value}',
-                        },
-                    },
-                    "additionalProperties": False,
-                },
-                output_schema=_OUTPUT_SCHEMA,
-            )
-        ]
+        tools = [agent_tool(self.tool_name, agent)]
         if self.expose_tools:
             tools += [
                 types.Tool(name=t.name, description=t.description, input_schema=t.parameters)
@@ -278,7 +162,7 @@ class MCPEndpoint:
             tool = next((t for t in await self._own_tools() if t.name == params.name), None)
             if tool is not None:
                 return await self._call_own_tool(ctx, tool, dict(params.arguments or {}), user)
-        raise _invalid(f"unknown tool {params.name!r}")
+        raise invalid(f"unknown tool {params.name!r}")
 
     def _user(self, ctx: ServerRequestContext[Any, Any]) -> str:
         request = ctx.request
@@ -294,7 +178,7 @@ class MCPEndpoint:
         self, ctx: ServerRequestContext[Any, Any], call: AgentCall, user: str
     ) -> types.CallToolResult:
         session_id = call.session_id or new_id("mcp_")
-        progress = _Progress(ctx)
+        progress = Progress(ctx)
         prompt, approvals, outputs = call.prompt, call.approvals, call.tool_outputs
         asked: set[tuple[str, str]] = set()
         while True:
@@ -308,14 +192,14 @@ class MCPEndpoint:
                 break
             turn.status = "paused"
             to_ask = [p for p in pending if p.kind == "approval" and p.key not in asked]
-            if not to_ask or not _can_elicit(ctx):
+            if not to_ask or not can_elicit(ctx):
                 break
             decided = await self._elicit(ctx, to_ask)
             asked.update(p.key for p in to_ask)
             if not decided:  # dismissed: the calls stay waiting, answerable by a later call
                 break
             prompt, approvals, outputs = None, decided, {}
-        return self._result(session_id, turn, pending if turn.status == "paused" else [])
+        return agent_result(self.tool_name, session_id, turn, pending if turn.status == "paused" else [])
 
     async def _run_turn(
         self,
@@ -324,8 +208,8 @@ class MCPEndpoint:
         approvals: Mapping[DecisionKey, Approval],
         outputs: Mapping[DecisionKey, Any],
         user: str,
-        progress: _Progress,
-    ) -> _Turn:
+        progress: Progress,
+    ) -> Turn:
         server = self.server
         if prompt is None:  # answers reach only an existing session of the caller's
             info = await server.authorize(session_id, user)
@@ -335,7 +219,7 @@ class MCPEndpoint:
         subscription = await server.start_watched(
             session_id, prompt, user=user, approvals=approvals, tool_outputs=outputs
         )
-        turn = _Turn()
+        turn = Turn()
         try:
             async for item in with_pings(subscription, server.limits.ping_interval):
                 if item is None:
@@ -358,8 +242,8 @@ class MCPEndpoint:
         decided: dict[DecisionKey, Approval] = {}
         for call in calls:
             result = await ctx.session.elicit_form(
-                f"Allow {call.tool_name}({_args_text(call.args)})?",
-                _APPROVAL_FORM,
+                f"Allow {call.tool_name}({args_text(call.args)})?",
+                APPROVAL_FORM,
                 related_request_id=ctx.request_id,
             )
             content = result.content or {}
@@ -373,36 +257,6 @@ class MCPEndpoint:
                 reason = content.get("reason")
                 decided[call.shown] = Denied(reason) if isinstance(reason, str) and reason else False
         return decided
-
-    def _result(self, session_id: str, turn: _Turn, pending: list[PendingCall]) -> types.CallToolResult:
-        awaiting = [
-            {
-                "tool_call_id": p.tool_call_id,
-                "tool_name": p.tool_name,
-                "args": p.args,
-                "kind": p.kind,
-                "session_id": p.session_id,
-            }
-            for p in pending
-        ]
-        text = turn.answer
-        if turn.status == "error":
-            text = turn.error or "the run failed"
-        if pending:
-            text = (text + "\n\n" if text else "") + _how_to_answer(self.tool_name, session_id, pending)
-        structured = {
-            "session_id": session_id,
-            "status": turn.status,
-            "answer": turn.answer,
-            "awaiting": awaiting,
-        }
-        return types.CallToolResult(
-            content=[types.TextContent(text=text or "(no answer)")],
-            structured_content=structured,
-            is_error=turn.status == "error",
-        )
-
-    # -- the agent's own tools (--expose-tools) ----------------------------------------------------
 
     async def _call_own_tool(
         self, ctx: ServerRequestContext[Any, Any], tool: Tool, args: dict[str, Any], user: str
@@ -420,8 +274,8 @@ class MCPEndpoint:
         )
         if tool.requires_approval is not False:
             # Without a conversation there is no pause to come back to: the host is asked now, or refused.
-            if not _can_elicit(ctx):
-                return _error_result(
+            if not can_elicit(ctx):
+                return error_result(
                     f"{tool.name} needs a person's approval: ask the agent ({self.tool_name})"
                 )
             decided = await self._elicit(
@@ -437,7 +291,7 @@ class MCPEndpoint:
                 ],
             )
             if next(iter(decided.values()), None) is not True:
-                return _error_result(f"{tool.name} was not approved")
+                return error_result(f"{tool.name} was not approved")
         executor = ToolExecutor(
             registry=agent.registry,
             interceptors=agent.interceptors,
@@ -448,52 +302,6 @@ class MCPEndpoint:
         output = outcome.full_output
         text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False, default=str)
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=outcome.result.is_error)
-
-
-def _can_elicit(ctx: ServerRequestContext[Any, Any]) -> bool:
-    """Whether the host declared form elicitation and this request's channel can carry a request (stateless
-    and 2026-07-28 HTTP cannot)."""
-    capabilities = ctx.session.client_capabilities
-    elicitation = capabilities.elicitation if capabilities is not None else None
-    if elicitation is None or not ctx.session.can_send_request:
-        return False
-    return elicitation.form is not None or elicitation.url is None  # an empty object means form
-
-
-def _how_to_answer(tool_name: str, session_id: str, pending: list[PendingCall]) -> str:
-    lines = ["The run is waiting for:"]
-    approvals: dict[str, bool] = {}
-    outputs: dict[str, str] = {}
-    for p in pending:
-        if p.kind == "approval":
-            lines.append(f"- {p.tool_call_id}: {p.tool_name}({_args_text(p.args)}) needs approval")
-            approvals[p.tool_call_id] = True
-        else:
-            lines.append(f"- {p.tool_call_id}: {p.tool_name}({_args_text(p.args)}) needs its output")
-            outputs[p.tool_call_id] = "..."
-    example: dict[str, Any] = {"session_id": session_id}
-    if approvals:
-        example["approvals"] = approvals
-    if outputs:
-        example["tool_outputs"] = outputs
-    lines.append(
-        f"To answer, call {tool_name} again with {json.dumps(example)} "
-        '(false or {"denied": "reason"} denies a call).'
-    )
-    return "\n".join(lines)
-
-
-def _args_text(args: Mapping[str, Any]) -> str:
-    text = json.dumps(args, ensure_ascii=False, default=str)
-    return text if len(text) <= 200 else text[:199] + "…"
-
-
-def _error_result(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
-
-
-def _invalid(message: str) -> MCPError:
-    return MCPError(types.INVALID_PARAMS, message)
 
 
 def _version() -> str:
