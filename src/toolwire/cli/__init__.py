@@ -1,4 +1,4 @@
-"""The ``toolwire`` command: run, chat, demo, sessions, models, serve. Sync edge over the async core.
+"""The ``toolwire`` command: run, chat, demo, sessions, models, serve, mcp. Sync edge over the async core.
 
 Only the argument parser is built at import; each command imports what it needs when it runs, so
 ``toolwire --help`` stays fast. The command owns the process's logging (``--log-level``) and reads a
@@ -193,6 +193,24 @@ def _parser() -> argparse.ArgumentParser:
     sdelete.set_defaults(handler="_sessions:delete_session")
 
     command("models", "_models:list_models", "list providers: base URL, key variable, whether it is set")
+
+    mcp = command(
+        "mcp",
+        "_mcp:mcp",
+        "serve an agent to an MCP host (Claude Desktop, Cursor, ...) over stdio",
+        description="Serve the agent as one MCP tool on stdin/stdout (for an MCP host's config). "
+        "Conversations are stored like `toolwire run`'s (--store), as the local user.",
+    )
+    mcp.add_argument(
+        "agent_ref",
+        nargs="?",
+        help="module:attribute naming an Agent, from the current directory (default: demo)",
+    )
+    mcp.add_argument("--model", help="local | scripted:FILE.json | openai:MODEL | anthropic:MODEL | ...")
+    mcp.add_argument("--store", help=STORE_HELP)
+    mcp.add_argument(
+        "--expose-tools", action="store_true", help="also list the agent's own tools, each callable directly"
+    )
 
     serve = command(
         "serve", "_turns:serve", "serve an agent over HTTP (AI SDK UI stream, native events, web page)"

@@ -14,10 +14,10 @@ import logging
 import sys
 import time
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from importlib import resources
 from importlib.resources.abc import Traversable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
@@ -28,7 +28,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolwire.agent.agent import Agent
-from toolwire.errors import ConfigError
+from toolwire.errors import ConfigError, MissingExtraError
 from toolwire.server._input import Limits
 from toolwire.server._state import ToolwireServer
 from toolwire.server.a2a import A2AEndpoint
@@ -41,6 +41,9 @@ from toolwire.server.hub import Hub
 from toolwire.server.native import NativeEndpoints
 from toolwire.server.security import PAGE_CSP, OriginGuard, normalise_origin
 from toolwire.store.base import Store
+
+if TYPE_CHECKING:
+    from toolwire.server.mcp_server import MCPEndpoint
 
 logger = logging.getLogger("toolwire.server")
 
@@ -118,15 +121,18 @@ def create_app(
         agent, auth=auth, hub=hub, limits=limits or Limits(), ai_sdk_version=ai_sdk_version
     )
 
+    mcp = _mcp_endpoint(server)
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if auth.development:
             logger.warning(
                 "no tokens configured: DEVELOPMENT MODE, loopback clients only, all as user 'local'"
             )
-        await server.start()
-        yield
-        await server.close()
+        async with mcp.running() if mcp is not None else nullcontext():
+            await server.start()
+            yield
+            await server.close()  # before the MCP sessions end: their calls see their runs end first
 
     chat = ChatEndpoint(server)
     health = Health(server).get
@@ -151,6 +157,8 @@ def create_app(
         Route("/api/sessions/{session_id}/events", native.events),
         WebSocketRoute("/api/sessions/{session_id}/ws", native.websocket),
     ]
+    if mcp is not None:
+        routes.append(Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]))
     static = _static_dir()
     if static.is_dir():
         routes.append(Mount("/static", app=StaticFiles(directory=str(static)), name="static"))
@@ -167,6 +175,16 @@ def create_app(
     # Outermost: nothing runs for a request the origin rules refuse.
     app.add_middleware(OriginGuard, allowed_origins=guard_origins, development=auth.development)
     return app
+
+
+def _mcp_endpoint(server: ToolwireServer) -> MCPEndpoint | None:
+    """``/mcp`` when the ``mcp`` extra (2.x) is installed; without it the rest of the server runs."""
+    try:
+        from toolwire.server.mcp_server import MCPEndpoint
+    except MissingExtraError as exc:
+        logger.info("no /mcp endpoint: %s", exc)
+        return None
+    return MCPEndpoint(server)
 
 
 async def serve(
