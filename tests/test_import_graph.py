@@ -124,11 +124,11 @@ def test_layers_point_one_way() -> None:
 
 def test_the_direction_check_finds_an_upward_import() -> None:
     graph = {
-        "toolwire.store.base": {"toolwire.agent.history"},
+        "toolwire.store.base": {"toolwire.agent.result"},
         "toolwire.agent.loop": {"toolwire.store.base"},
     }
     assert _crossings(graph, "toolwire.store", "toolwire.agent") == [
-        "toolwire.store.base -> toolwire.agent.history"
+        "toolwire.store.base -> toolwire.agent.result"
     ]
 
 

@@ -15,11 +15,11 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from toolwire.agent.agent import Agent
-from toolwire.agent.pending import Approval, DecisionKey, PendingCall
 from toolwire.events import AgentEvent, ToolCallActive, ToolCallAwaiting, ToolCallComplete, ToolProgress
 from toolwire.server._input import SESSION_ID, check_prompt, parse_answers
 from toolwire.server._state import ToolwireServer
 from toolwire.server.errors import RequestError
+from toolwire.tools.pending import Approval, DecisionKey, PendingCall
 
 _TOOL_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 APPROVAL_FORM: dict[str, Any] = {

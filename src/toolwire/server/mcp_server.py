@@ -46,7 +46,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from toolwire.agent.pending import Approval, DecisionKey, Denied, PendingCall
 from toolwire.errors import ResumeError, SessionBusyError
 from toolwire.events import (
     InteractionEnd,
@@ -72,6 +71,7 @@ from toolwire.server.errors import RequestError, error_body
 from toolwire.tools.context import RunContext
 from toolwire.tools.executor import ToolExecutor
 from toolwire.tools.function import Tool
+from toolwire.tools.pending import Approval, DecisionKey, Denied, PendingCall
 
 _USER_SCOPE_KEY = "toolwire.user"
 """Where the HTTP door leaves the caller's user in the ASGI scope, for the handlers to read."""
