@@ -2,6 +2,8 @@
 
 Tools: add, echo, fail (isError), die (the process exits mid-call), slow, count (how many calls reached
 this process, so a test can prove a rejected call never arrived).
+Resources: a text note, a binary logo and a template of notes by name. Prompts: ``review`` (arguments
+``code`` and an optional ``language``) answering with a user and an assistant message.
 """
 
 from __future__ import annotations
@@ -67,6 +69,29 @@ def count() -> int:
 def pid() -> int:
     """This server's process id."""
     return os.getpid()
+
+
+@server.resource("notes://readme", name="readme", title="Read me", description="How to use this server")
+def readme() -> str:
+    return "Use add to add two integers."
+
+
+@server.resource("images://logo", name="logo", mime_type="image/png")
+def logo() -> bytes:
+    return b"\x89PNG\r\n\x1a\nnot-really-a-png"
+
+
+@server.resource("notes://by-name/{name}", name="note")
+def note(name: str) -> str:
+    return f"the note called {name}"
+
+
+@server.prompt(title="Code review", description="Review a piece of code")
+def review(code: str, language: str = "python") -> list[dict[str, object]]:
+    return [
+        {"role": "user", "content": {"type": "text", "text": f"Review this {language} code:\n{code}"}},
+        {"role": "assistant", "content": {"type": "text", "text": "I will look for bugs first."}},
+    ]
 
 
 if __name__ == "__main__":

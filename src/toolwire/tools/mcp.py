@@ -23,7 +23,6 @@ task; closing the source stops the owner task, which exits the contexts where it
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import os
@@ -32,6 +31,23 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any
 
 from toolwire.errors import ConfigError, MissingExtraError, ToolExecutionError
+from toolwire.tools._mcp_wire import (
+    MCPPrompt,
+    MCPPromptArgument,
+    MCPPromptResult,
+    MCPResource,
+    MCPResourceContent,
+    content_text,
+    contents_output,
+    describe,
+    field_of,
+    paginate,
+    prompt,
+    prompt_result,
+    resource,
+    resource_content,
+    tool_output,
+)
 from toolwire.tools.context import RunContext
 from toolwire.tools.function import ApprovalPolicy, Tool, approval_for
 
@@ -53,12 +69,15 @@ class _MCPServer:
         timeout: float,
         connect_timeout: float,
         requires_approval: ApprovalPolicy = False,
+        resources_as_tool: bool = False,
     ) -> None:
         self.name = name
         self.prefix = prefix
         self.requires_approval = requires_approval
         """Which of the server's tools need a person's approval: all (``True``), a predicate
         ``(ctx, args) -> bool``, or tool names as the server lists them."""
+        self.resources_as_tool = resources_as_tool
+        """Whether the server's resources are offered to the model as one more tool, ``read_resource``."""
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self._session: Any = None
@@ -116,7 +135,7 @@ class _MCPServer:
             if not ready.done():
                 ready.set_exception(_connect_error(self.source_name, exc))
             elif not isinstance(exc, asyncio.CancelledError):
-                logger.info("%s: connection ended: %s", self.source_name, _describe(exc))
+                logger.info("%s: connection ended: %s", self.source_name, describe(exc))
         finally:
             self._session = None
 
@@ -145,9 +164,89 @@ class _MCPServer:
     async def list_tools(self) -> list[Tool]:
         session = await self._ensure()
         if self._tools is None:
-            listed = await _all_tools(session)
-            self._tools = [self._tool(t) for t in listed]
+            listed = await self._guarded("tools/list", lambda: paginate(session.list_tools, "tools"))
+            tools = [self._tool(t) for t in listed]
+            if self.resources_as_tool:
+                tools.append(await self._resource_tool())
+            self._tools = tools
         return list(self._tools)
+
+    # -- resources and prompts ---------------------------------------------------------------------
+
+    async def list_resources(self) -> list[MCPResource]:
+        """The resources the server lists (every page)."""
+        session = await self._ensure()
+        listed = await self._guarded("resources/list", lambda: paginate(session.list_resources, "resources"))
+        return [resource(r) for r in listed]
+
+    async def read_resource(self, uri: str) -> list[MCPResourceContent]:
+        """The contents of the resource at ``uri`` (text, or base64 ``blob``)."""
+        session = await self._ensure()
+        result = await self._guarded(f"resources/read {uri}", lambda: session.read_resource(uri))
+        return [resource_content(c) for c in result.contents]
+
+    async def list_prompts(self) -> list[MCPPrompt]:
+        """The prompt templates the server lists (every page)."""
+        session = await self._ensure()
+        listed = await self._guarded("prompts/list", lambda: paginate(session.list_prompts, "prompts"))
+        return [prompt(p) for p in listed]
+
+    async def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None) -> MCPPromptResult:
+        """The prompt ``name`` filled in with ``arguments``, as messages a run can take as its history."""
+        session = await self._ensure()
+        result = await self._guarded(
+            f"prompts/get {name}", lambda: session.get_prompt(name, dict(arguments or {}))
+        )
+        return prompt_result(result)
+
+    async def _resource_tool(self) -> Tool:
+        """One tool reading any of the server's resources; its description lists them, so the model knows
+        what there is to read."""
+        resources = await self.list_resources()
+        listing = "\n".join(
+            f"- {r.uri}: {r.title or r.name}" + (f" ({r.description})" if r.description else "")
+            for r in resources[:_LISTED_RESOURCES]
+        )
+        more = len(resources) - _LISTED_RESOURCES
+        if more > 0:
+            listing += f"\n- ... and {more} more"
+        description = f"Read a resource of the MCP server {self.name} by its URI."
+        if listing:
+            description += f" Resources:\n{listing}"
+
+        async def read_mcp_resource(uri: str) -> Any:
+            return contents_output(await self.read_resource(uri))
+
+        parameters = {
+            "type": "object",
+            "properties": {"uri": {"type": "string", "description": "The URI of the resource to read."}},
+            "required": ["uri"],
+            "additionalProperties": False,
+        }
+        return Tool(
+            name=RESOURCE_TOOL,
+            description=description,
+            parameters=parameters,
+            function=read_mcp_resource,
+            source=self.source_name,
+            requires_approval=approval_for(self.requires_approval, RESOURCE_TOOL),
+            _is_async=True,
+        )
+
+    async def _guarded(self, what: str, request: Callable[[], Awaitable[Any]]) -> Any:
+        """A request to the server within ``timeout``; a failure drops the connection (the next use
+        reconnects) and becomes an :class:`MCPToolError` naming the request."""
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await request()
+        except TimeoutError as exc:
+            await self._drop()
+            raise MCPToolError(f"{self.source_name} did not answer {what} within {self.timeout:g}s") from exc
+        except Exception as exc:
+            if _is_refusal(exc):  # the server answered with a JSON-RPC error: the connection is fine
+                raise MCPToolError(f"{self.source_name} refused {what}: {describe(exc)}") from exc
+            await self._drop()
+            raise MCPToolError(f"{self.source_name} failed {what}: {describe(exc)}") from exc
 
     async def aclose(self) -> None:
         async with self._lock:
@@ -156,7 +255,7 @@ class _MCPServer:
 
     def _tool(self, spec: Any) -> Tool:
         name: str = spec.name
-        schema = dict(_field(spec, "input_schema", "inputSchema") or {"type": "object"})
+        schema = dict(field_of(spec, "input_schema", "inputSchema") or {"type": "object"})
         annotations = getattr(spec, "annotations", None)
         title = getattr(spec, "title", None) or (getattr(annotations, "title", None) if annotations else None)
 
@@ -181,18 +280,12 @@ class _MCPServer:
         and the images, audio and files of its result ``media`` events."""
         session = await self._ensure()
         progress = _progress_reporter(ctx) if ctx is not None else None
-        try:
-            async with asyncio.timeout(self.timeout):
-                result = await session.call_tool(name, arguments, progress_callback=progress)
-        except TimeoutError as exc:
-            await self._drop()
-            raise MCPToolError(f"{self.source_name} did not answer {name} within {self.timeout:g}s") from exc
-        except Exception as exc:
-            await self._drop()
-            raise MCPToolError(f"{self.source_name} failed {name}: {_describe(exc)}") from exc
-        if _field(result, "is_error", "isError"):
-            raise MCPToolError(_content_text(result.content) or f"{name} failed on {self.source_name}")
-        output = _output(result)
+        result = await self._guarded(
+            name, lambda: session.call_tool(name, arguments, progress_callback=progress)
+        )
+        if field_of(result, "is_error", "isError"):
+            raise MCPToolError(content_text(result.content) or f"{name} failed on {self.source_name}")
+        output = tool_output(result)
         if ctx is not None:
             _show_media(ctx, output)
         return output
@@ -213,6 +306,7 @@ class MCPServerStdio(_MCPServer):
         timeout: float = 60.0,
         connect_timeout: float = 30.0,
         requires_approval: ApprovalPolicy = False,
+        resources_as_tool: bool = False,
     ) -> None:
         super().__init__(
             name=name or os.path.basename(command),
@@ -220,6 +314,7 @@ class MCPServerStdio(_MCPServer):
             timeout=timeout,
             connect_timeout=connect_timeout,
             requires_approval=requires_approval,
+            resources_as_tool=resources_as_tool,
         )
         self.command = command
         self.args = list(args)
@@ -246,6 +341,7 @@ class MCPServerHTTP(_MCPServer):
         timeout: float = 60.0,
         connect_timeout: float = 30.0,
         requires_approval: ApprovalPolicy = False,
+        resources_as_tool: bool = False,
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"an MCP HTTP server URL must start with http:// or https://, not {url!r}")
@@ -255,6 +351,7 @@ class MCPServerHTTP(_MCPServer):
             timeout=timeout,
             connect_timeout=connect_timeout,
             requires_approval=requires_approval,
+            resources_as_tool=resources_as_tool,
         )
         self.url = url
         self.headers = dict(headers or {})
@@ -282,17 +379,11 @@ async def _modern_http(factory: Any, url: str, headers: dict[str, str]) -> Async
         yield streams
 
 
-async def _all_tools(session: Any) -> list[Any]:
-    tools: list[Any] = []
-    cursor: str | None = None
-    for _ in range(1000):  # bounded: a server paginating forever is a broken server
-        result = await (session.list_tools(cursor=cursor) if cursor else session.list_tools())
-        tools.extend(result.tools)
-        cursor = _field(result, "next_cursor", "nextCursor")
-        if not cursor:
-            break
-    return tools
+RESOURCE_TOOL = "read_resource"
+"""The name of the tool ``resources_as_tool=True`` adds (a ``prefix`` applies to it as to the others)."""
 
+_LISTED_RESOURCES = 50
+"""How many resources the resource tool's description names (a server may list thousands)."""
 
 _CONTEXT = "toolwire:context"
 """The keyword the run context reaches an MCP tool's function under (not an identifier: no argument of the
@@ -321,62 +412,31 @@ def _show_media(ctx: RunContext[Any], output: Any) -> None:
             ctx.media(block.get("mimeType") or "application/octet-stream", url=block["uri"])
 
 
-def _output(result: Any) -> Any:
-    structured = _field(result, "structured_content", "structuredContent")
-    if isinstance(structured, dict):
-        return structured
-    blocks = list(result.content or [])
-    if all(getattr(b, "type", None) == "text" for b in blocks):
-        return "\n".join(b.text for b in blocks)
-    return [_block(b) for b in blocks]
+def _is_refusal(exc: BaseException) -> bool:
+    """A JSON-RPC error the server answered with (unknown resource, bad prompt arguments), as opposed to a
+    connection that closed or timed out, which the SDK reports as errors of its own codes."""
+    code = getattr(getattr(exc, "error", None), "code", None)
+    return isinstance(code, int) and code not in _CONNECTION_CODES
 
 
-def _block(block: Any) -> dict[str, Any]:
-    kind = getattr(block, "type", "unknown")
-    if kind == "text":
-        return {"type": "text", "text": block.text}
-    if kind in ("image", "audio"):
-        data = block.data if isinstance(block.data, str) else base64.b64encode(block.data).decode()
-        return {"type": kind, "mimeType": _field(block, "mime_type", "mimeType"), "data": data}
-    if kind == "resource_link":
-        link = {"type": kind, "uri": str(block.uri), "name": getattr(block, "name", None)}
-        return {**link, "mimeType": _field(block, "mime_type", "mimeType")}
-    if kind == "resource":
-        resource = block.resource
-        out: dict[str, Any] = {
-            "type": kind,
-            "uri": str(resource.uri),
-            "mimeType": _field(resource, "mime_type", "mimeType"),
-        }
-        if getattr(resource, "text", None) is not None:
-            out["text"] = resource.text
-        elif getattr(resource, "blob", None) is not None:
-            out["blob"] = resource.blob
-        return out
-    dumped = block.model_dump(mode="json") if hasattr(block, "model_dump") else {"type": kind}
-    return dict(dumped)
-
-
-def _field(obj: Any, modern: str, legacy: str) -> Any:
-    """mcp 2.x names fields in snake_case; 1.x used the wire's camelCase."""
-    value = getattr(obj, modern, None)
-    return value if value is not None else getattr(obj, legacy, None)
-
-
-def _content_text(blocks: Any) -> str:
-    return "\n".join(
-        getattr(b, "text", "") for b in (blocks or []) if getattr(b, "type", None) == "text"
-    ).strip()
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_describe(e) for e in exc.exceptions)
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+_CONNECTION_CODES = frozenset({-32000, -32001})
+"""The SDK's CONNECTION_CLOSED and REQUEST_TIMEOUT codes."""
 
 
 def _connect_error(source: str, exc: BaseException) -> Exception:
     if isinstance(exc, ImportError):
         return MissingExtraError("mcp", "MCP servers", missing=exc.name)
-    return MCPToolError(f"cannot connect to {source}: {_describe(exc)}")
+    return MCPToolError(f"cannot connect to {source}: {describe(exc)}")
+
+
+__all__ = [
+    "RESOURCE_TOOL",
+    "MCPPrompt",
+    "MCPPromptArgument",
+    "MCPPromptResult",
+    "MCPResource",
+    "MCPResourceContent",
+    "MCPServerHTTP",
+    "MCPServerStdio",
+    "MCPToolError",
+]
