@@ -2,6 +2,7 @@
 
 Tools: add, echo, fail (isError), die (the process exits mid-call), slow, count (how many calls reached
 this process, so a test can prove a rejected call never arrived).
+``grow`` adds a tool ``shiny`` and announces it (``notifications/tools/list_changed``).
 Resources: a text note, a binary logo and a template of notes by name. Prompts: ``review`` (arguments
 ``code`` and an optional ``language``) answering with a user and an assistant message.
 """
@@ -13,9 +14,11 @@ import os
 import sys
 
 try:  # mcp 2.x
+    from mcp.server.mcpserver import Context
     from mcp.server.mcpserver import MCPServer as _Server
     from mcp.server.mcpserver.exceptions import ToolError
 except ImportError:  # mcp 1.x
+    from mcp.server.fastmcp import Context  # type: ignore[no-redef]
     from mcp.server.fastmcp import FastMCP as _Server  # type: ignore[no-redef]
     from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
 
@@ -69,6 +72,19 @@ def count() -> int:
 def pid() -> int:
     """This server's process id."""
     return os.getpid()
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool shiny to this server and tells the client its tools changed."""
+
+    def shiny(word: str) -> str:
+        """Polishes a word."""
+        return f"*{word}*"
+
+    server.add_tool(shiny)
+    await ctx.session.send_tool_list_changed()
+    return "grown"
 
 
 @server.resource("notes://readme", name="readme", title="Read me", description="How to use this server")

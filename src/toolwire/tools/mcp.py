@@ -88,6 +88,10 @@ class _MCPServer:
         self._was_connected = False
         self.restarts = 0
         """How many times the connection was re-established after a failure."""
+        self.tools_changed = False
+        """Set when the server announced that its tools (or, with ``resources_as_tool``, its resources)
+        changed; the next :meth:`list_tools` lists them again and clears it. A registry re-lists its
+        sources that say so before a step (:meth:`~toolwire.tools.ToolRegistry.refresh`)."""
 
     @property
     def source_name(self) -> str:
@@ -126,7 +130,9 @@ class _MCPServer:
             async with AsyncExitStack() as stack:
                 streams = await stack.enter_async_context(self._transport())
                 read, write = streams[0], streams[1]
-                session = await stack.enter_async_context(ClientSession(read, write))
+                session = await stack.enter_async_context(
+                    ClientSession(read, write, message_handler=self._on_message)
+                )
                 await session.initialize()
                 if not ready.done():
                     ready.set_result(session)
@@ -138,6 +144,16 @@ class _MCPServer:
                 logger.info("%s: connection ended: %s", self.source_name, describe(exc))
         finally:
             self._session = None
+
+    async def _on_message(self, message: Any) -> None:
+        """Server notifications (and transport errors, which the requests waiting on them report)."""
+        method = getattr(getattr(message, "root", message), "method", None)  # 1.x wraps it in ``root``
+        if method == "notifications/tools/list_changed" or (
+            method == "notifications/resources/list_changed" and self.resources_as_tool
+        ):
+            logger.info("%s: %s", self.source_name, method)
+            self._tools = None
+            self.tools_changed = True
 
     async def _shutdown(self) -> None:
         owner, self._owner = self._owner, None
@@ -163,13 +179,16 @@ class _MCPServer:
 
     async def list_tools(self) -> list[Tool]:
         session = await self._ensure()
-        if self._tools is None:
-            listed = await self._guarded("tools/list", lambda: paginate(session.list_tools, "tools"))
-            tools = [self._tool(t) for t in listed]
-            if self.resources_as_tool:
-                tools.append(await self._resource_tool())
+        if self._tools is not None:
+            return list(self._tools)
+        self.tools_changed = False  # before listing: a change announced while it runs lists them again
+        listed = await self._guarded("tools/list", lambda: paginate(session.list_tools, "tools"))
+        tools = [self._tool(t) for t in listed]
+        if self.resources_as_tool:
+            tools.append(await self._resource_tool())
+        if not self.tools_changed:
             self._tools = tools
-        return list(self._tools)
+        return list(tools)
 
     # -- resources and prompts ---------------------------------------------------------------------
 
