@@ -3,6 +3,7 @@
 Tools: add, echo, fail (isError), die (the process exits mid-call), slow, count (how many calls reached
 this process, so a test can prove a rejected call never arrived).
 ``grow`` adds a tool ``shiny`` and announces it (``notifications/tools/list_changed``).
+``summarize`` asks the client's model (``sampling/createMessage``) and returns its answer, or the error.
 Resources: a text note, a binary logo and a template of notes by name. Prompts: ``review`` (arguments
 ``code`` and an optional ``language``) answering with a user and an assistant message.
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+
+from mcp.types import SamplingMessage, TextContent
 
 try:  # mcp 2.x
     from mcp.server.mcpserver import Context
@@ -85,6 +88,24 @@ async def grow(ctx: Context) -> str:
     server.add_tool(shiny)
     await ctx.session.send_tool_list_changed()
     return "grown"
+
+
+@server.tool()
+async def summarize(text: str, ctx: Context) -> str:
+    """Asks the client's model for a summary of the text."""
+    message = SamplingMessage(role="user", content=TextContent(type="text", text=f"Summarize: {text}"))
+    try:
+        result = await ctx.session.create_message(
+            messages=[message],
+            max_tokens=64,
+            system_prompt="Answer in five words.",
+            stop_sequences=["STOP"],
+            related_request_id=ctx.request_id,
+        )
+    except Exception as exc:  # the client refused: show the tool's caller what it said
+        return f"sampling error: {exc}"
+    content = result.content
+    return f"{getattr(result, 'model', '?')} said: {getattr(content, 'text', content)}"
 
 
 @server.resource("notes://readme", name="readme", title="Read me", description="How to use this server")

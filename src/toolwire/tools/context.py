@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol
 
 from typing_extensions import TypeVar
 
@@ -13,6 +13,9 @@ from toolwire._fast_init import fast_frozen_init, fast_replace
 from toolwire.agent.pending import Resume
 from toolwire.events import AgentEvent
 from toolwire.messages import Message, ToolCallPart
+
+if TYPE_CHECKING:
+    from toolwire.models.base import Model
 
 DepsT = TypeVar("DepsT", default=Any)
 """The type of a run's ``deps`` (``Agent(..., deps_type=Db)``; a bare ``RunContext`` means any)."""
@@ -49,6 +52,8 @@ class RunContext(Generic[DepsT]):
     messages: Sequence[Message] = ()
     """The history as the model saw it in this step."""
     agent_name: str | None = None
+    model: Model | None = None
+    """The model the run uses (an MCP server's sampling requests are served by it unless configured)."""
     sink: EventSink = field(default_factory=_NullSink, repr=False, compare=False)
     resumes: Mapping[str, Resume] = field(default_factory=dict, repr=False, compare=False)
     """Answers for paused sub-agents, by the tool call that runs each (read through :attr:`resume`)."""

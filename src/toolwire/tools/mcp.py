@@ -31,6 +31,8 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any
 
 from toolwire.errors import ConfigError, MissingExtraError, ToolExecutionError
+from toolwire.models.base import Model
+from toolwire.tools._mcp_sampling import Sampler, SamplingPolicy, SamplingRequest
 from toolwire.tools._mcp_wire import (
     MCPPrompt,
     MCPPromptArgument,
@@ -70,6 +72,8 @@ class _MCPServer:
         connect_timeout: float,
         requires_approval: ApprovalPolicy = False,
         resources_as_tool: bool = False,
+        sampling_model: Model | str | None = None,
+        sampling_policy: SamplingPolicy = "deny",
     ) -> None:
         self.name = name
         self.prefix = prefix
@@ -88,6 +92,14 @@ class _MCPServer:
         self._was_connected = False
         self.restarts = 0
         """How many times the connection was re-established after a failure."""
+        self._serving: list[RunContext[Any]] = []
+        self.sampler = Sampler(
+            self.source_name,
+            model=sampling_model,
+            policy=sampling_policy,
+            serving=lambda: self._serving[-1] if self._serving else None,
+        )
+        """Serves the server's ``sampling/createMessage`` requests (``sampling_model``, ``sampling_policy``)."""
         self.tools_changed = False
         """Set when the server announced that its tools (or, with ``resources_as_tool``, its resources)
         changed; the next :meth:`list_tools` lists them again and clears it. A registry re-lists its
@@ -131,7 +143,9 @@ class _MCPServer:
                 streams = await stack.enter_async_context(self._transport())
                 read, write = streams[0], streams[1]
                 session = await stack.enter_async_context(
-                    ClientSession(read, write, message_handler=self._on_message)
+                    ClientSession(
+                        read, write, sampling_callback=self.sampler, message_handler=self._on_message
+                    )
                 )
                 await session.initialize()
                 if not ready.done():
@@ -299,9 +313,15 @@ class _MCPServer:
         and the images, audio and files of its result ``media`` events."""
         session = await self._ensure()
         progress = _progress_reporter(ctx) if ctx is not None else None
-        result = await self._guarded(
-            name, lambda: session.call_tool(name, arguments, progress_callback=progress)
-        )
+        if ctx is not None:  # what the server asks while it serves this call is asked on this run's behalf
+            self._serving.append(ctx)
+        try:
+            result = await self._guarded(
+                name, lambda: session.call_tool(name, arguments, progress_callback=progress)
+            )
+        finally:
+            if ctx is not None:
+                self._serving.remove(ctx)
         if field_of(result, "is_error", "isError"):
             raise MCPToolError(content_text(result.content) or f"{name} failed on {self.source_name}")
         output = tool_output(result)
@@ -326,6 +346,8 @@ class MCPServerStdio(_MCPServer):
         connect_timeout: float = 30.0,
         requires_approval: ApprovalPolicy = False,
         resources_as_tool: bool = False,
+        sampling_model: Model | str | None = None,
+        sampling_policy: SamplingPolicy = "deny",
     ) -> None:
         super().__init__(
             name=name or os.path.basename(command),
@@ -334,6 +356,8 @@ class MCPServerStdio(_MCPServer):
             connect_timeout=connect_timeout,
             requires_approval=requires_approval,
             resources_as_tool=resources_as_tool,
+            sampling_model=sampling_model,
+            sampling_policy=sampling_policy,
         )
         self.command = command
         self.args = list(args)
@@ -361,6 +385,8 @@ class MCPServerHTTP(_MCPServer):
         connect_timeout: float = 30.0,
         requires_approval: ApprovalPolicy = False,
         resources_as_tool: bool = False,
+        sampling_model: Model | str | None = None,
+        sampling_policy: SamplingPolicy = "deny",
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"an MCP HTTP server URL must start with http:// or https://, not {url!r}")
@@ -371,6 +397,8 @@ class MCPServerHTTP(_MCPServer):
             connect_timeout=connect_timeout,
             requires_approval=requires_approval,
             resources_as_tool=resources_as_tool,
+            sampling_model=sampling_model,
+            sampling_policy=sampling_policy,
         )
         self.url = url
         self.headers = dict(headers or {})
@@ -458,4 +486,6 @@ __all__ = [
     "MCPServerHTTP",
     "MCPServerStdio",
     "MCPToolError",
+    "SamplingPolicy",
+    "SamplingRequest",
 ]
