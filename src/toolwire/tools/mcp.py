@@ -32,6 +32,15 @@ from typing import Any
 
 from toolwire.errors import ConfigError, MissingExtraError, ToolExecutionError
 from toolwire.models.base import Model
+from toolwire.tools._mcp_auth import (
+    FileTokenStore,
+    MemoryTokenStore,
+    OAuth,
+    OAuthAuthorizationCode,
+    OAuthClientCredentials,
+    TokenStore,
+    auth_for,
+)
 from toolwire.tools._mcp_sampling import Sampler, SamplingPolicy, SamplingRequest
 from toolwire.tools._mcp_wire import (
     MCPPrompt,
@@ -387,6 +396,9 @@ class MCPServerHTTP(_MCPServer):
         resources_as_tool: bool = False,
         sampling_model: Model | str | None = None,
         sampling_policy: SamplingPolicy = "deny",
+        oauth: OAuth | None = None,
+        token_store: TokenStore | None = None,
+        user: str = "default",
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"an MCP HTTP server URL must start with http:// or https://, not {url!r}")
@@ -402,27 +414,55 @@ class MCPServerHTTP(_MCPServer):
         )
         self.url = url
         self.headers = dict(headers or {})
+        self.oauth = oauth
+        """OAuth 2.1 for this server: :class:`OAuthAuthorizationCode` or :class:`OAuthClientCredentials`."""
+        self.token_store: TokenStore = token_store if token_store is not None else MemoryTokenStore()
+        """Where the OAuth tokens and the client registration are kept, by server URL and :attr:`user`."""
+        self.user = user
+        """Whose tokens this connection uses (one connection acts for one user: :meth:`for_user`)."""
+        self._init_options: dict[str, Any] = {
+            "headers": headers,
+            "prefix": prefix,
+            "name": name,
+            "timeout": timeout,
+            "connect_timeout": connect_timeout,
+            "requires_approval": requires_approval,
+            "resources_as_tool": resources_as_tool,
+            "sampling_model": sampling_model,
+            "sampling_policy": sampling_policy,
+            "oauth": oauth,
+            "token_store": self.token_store,
+        }
+
+    def for_user(self, user: str) -> MCPServerHTTP:
+        """The same server acting for ``user``: its own connection, with that user's tokens from the same
+        token store (the others' tokens are never sent)."""
+        return MCPServerHTTP(self.url, **self._init_options, user=user)
 
     def _transport(self) -> AbstractAsyncContextManager[Any]:
         from mcp.client import streamable_http
 
+        auth = auth_for(self.oauth, self.url, self.token_store, self.user) if self.oauth else None
         legacy = getattr(streamable_http, "streamablehttp_client", None)  # mcp 1.x
         if legacy is not None:
-            context: AbstractAsyncContextManager[Any] = legacy(self.url, headers=self.headers or None)
+            context: AbstractAsyncContextManager[Any] = legacy(
+                self.url, headers=self.headers or None, auth=auth
+            )
             return context
-        return _modern_http(streamable_http.streamable_http_client, self.url, self.headers)
+        return _modern_http(streamable_http.streamable_http_client, self.url, self.headers, auth)
 
 
 @contextlib.asynccontextmanager
-async def _modern_http(factory: Any, url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
-    """mcp 2.x takes a pre-configured HTTP client for headers instead of a ``headers`` argument."""
-    if not headers:
+async def _modern_http(factory: Any, url: str, headers: dict[str, str], auth: Any) -> AsyncIterator[Any]:
+    """mcp 2.x takes a pre-configured HTTP client for headers and auth instead of arguments."""
+    if not headers and auth is None:
         async with factory(url) as streams:
             yield streams
         return
-    import httpx2  # the HTTP client mcp 2.x is built on
+    from mcp.shared._httpx_utils import create_mcp_http_client  # the SDK's timeouts for long streams
 
-    async with httpx2.AsyncClient(headers=headers) as client, factory(url, http_client=client) as streams:
+    client = create_mcp_http_client(headers=headers or None, auth=auth)
+    async with client, factory(url, http_client=client) as streams:
         yield streams
 
 
@@ -478,6 +518,7 @@ def _connect_error(source: str, exc: BaseException) -> Exception:
 
 __all__ = [
     "RESOURCE_TOOL",
+    "FileTokenStore",
     "MCPPrompt",
     "MCPPromptArgument",
     "MCPPromptResult",
@@ -486,6 +527,10 @@ __all__ = [
     "MCPServerHTTP",
     "MCPServerStdio",
     "MCPToolError",
+    "MemoryTokenStore",
+    "OAuthAuthorizationCode",
+    "OAuthClientCredentials",
     "SamplingPolicy",
     "SamplingRequest",
+    "TokenStore",
 ]
