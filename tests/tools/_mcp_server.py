@@ -4,6 +4,7 @@ Tools: add, echo, fail (isError), die (the process exits mid-call), slow, count 
 this process, so a test can prove a rejected call never arrived).
 ``grow`` adds a tool ``shiny`` and announces it (``notifications/tools/list_changed``).
 ``summarize`` asks the client's model (``sampling/createMessage``) and returns its answer, or the error.
+``book`` asks the user (``elicitation/create``) for a date and a seat count, and tells what it got.
 Resources: a text note, a binary logo and a template of notes by name. Prompts: ``review`` (arguments
 ``code`` and an optional ``language``) answering with a user and an assistant message.
 """
@@ -15,6 +16,7 @@ import os
 import sys
 
 from mcp.types import SamplingMessage, TextContent
+from pydantic import BaseModel
 
 try:  # mcp 2.x
     from mcp.server.mcpserver import Context
@@ -106,6 +108,23 @@ async def summarize(text: str, ctx: Context) -> str:
         return f"sampling error: {exc}"
     content = result.content
     return f"{getattr(result, 'model', '?')} said: {getattr(content, 'text', content)}"
+
+
+class Booking(BaseModel):
+    date: str
+    seats: int
+
+
+@server.tool()
+async def book(place: str, ctx: Context) -> str:
+    """Books a table, asking the user for the details."""
+    try:
+        answer = await ctx.elicit(f"When, and for how many, at {place}?", schema=Booking)
+    except Exception as exc:  # the client cannot ask: say so
+        return f"elicitation error: {exc}"
+    if answer.action == "accept" and answer.data is not None:
+        return f"booked {place} on {answer.data.date} for {answer.data.seats}"
+    return f"not booked: {answer.action}"
 
 
 @server.resource("notes://readme", name="readme", title="Read me", description="How to use this server")

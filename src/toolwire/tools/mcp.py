@@ -41,6 +41,12 @@ from toolwire.tools._mcp_auth import (
     TokenStore,
     auth_for,
 )
+from toolwire.tools._mcp_elicitation import (
+    ElicitationAnswer,
+    ElicitationHandler,
+    ElicitationRequest,
+    Elicitor,
+)
 from toolwire.tools._mcp_sampling import Sampler, SamplingPolicy, SamplingRequest
 from toolwire.tools._mcp_wire import (
     MCPPrompt,
@@ -83,6 +89,7 @@ class _MCPServer:
         resources_as_tool: bool = False,
         sampling_model: Model | str | None = None,
         sampling_policy: SamplingPolicy = "deny",
+        elicitation_handler: ElicitationHandler | None = None,
     ) -> None:
         self.name = name
         self.prefix = prefix
@@ -109,6 +116,14 @@ class _MCPServer:
             serving=lambda: self._serving[-1] if self._serving else None,
         )
         """Serves the server's ``sampling/createMessage`` requests (``sampling_model``, ``sampling_policy``)."""
+        self.elicitor = (
+            Elicitor(
+                self.source_name, elicitation_handler, lambda: self._serving[-1] if self._serving else None
+            )
+            if elicitation_handler is not None
+            else None
+        )
+        """Answers the server's questions for the user (``elicitation_handler``); None: not announced."""
         self.tools_changed = False
         """Set when the server announced that its tools (or, with ``resources_as_tool``, its resources)
         changed; the next :meth:`list_tools` lists them again and clears it. A registry re-lists its
@@ -153,7 +168,11 @@ class _MCPServer:
                 read, write = streams[0], streams[1]
                 session = await stack.enter_async_context(
                     ClientSession(
-                        read, write, sampling_callback=self.sampler, message_handler=self._on_message
+                        read,
+                        write,
+                        sampling_callback=self.sampler,
+                        elicitation_callback=self.elicitor,
+                        message_handler=self._on_message,
                     )
                 )
                 await session.initialize()
@@ -357,6 +376,7 @@ class MCPServerStdio(_MCPServer):
         resources_as_tool: bool = False,
         sampling_model: Model | str | None = None,
         sampling_policy: SamplingPolicy = "deny",
+        elicitation_handler: ElicitationHandler | None = None,
     ) -> None:
         super().__init__(
             name=name or os.path.basename(command),
@@ -367,6 +387,7 @@ class MCPServerStdio(_MCPServer):
             resources_as_tool=resources_as_tool,
             sampling_model=sampling_model,
             sampling_policy=sampling_policy,
+            elicitation_handler=elicitation_handler,
         )
         self.command = command
         self.args = list(args)
@@ -396,6 +417,7 @@ class MCPServerHTTP(_MCPServer):
         resources_as_tool: bool = False,
         sampling_model: Model | str | None = None,
         sampling_policy: SamplingPolicy = "deny",
+        elicitation_handler: ElicitationHandler | None = None,
         oauth: OAuth | None = None,
         token_store: TokenStore | None = None,
         user: str = "default",
@@ -411,6 +433,7 @@ class MCPServerHTTP(_MCPServer):
             resources_as_tool=resources_as_tool,
             sampling_model=sampling_model,
             sampling_policy=sampling_policy,
+            elicitation_handler=elicitation_handler,
         )
         self.url = url
         self.headers = dict(headers or {})
@@ -430,6 +453,7 @@ class MCPServerHTTP(_MCPServer):
             "resources_as_tool": resources_as_tool,
             "sampling_model": sampling_model,
             "sampling_policy": sampling_policy,
+            "elicitation_handler": elicitation_handler,
             "oauth": oauth,
             "token_store": self.token_store,
         }
@@ -518,6 +542,9 @@ def _connect_error(source: str, exc: BaseException) -> Exception:
 
 __all__ = [
     "RESOURCE_TOOL",
+    "ElicitationAnswer",
+    "ElicitationHandler",
+    "ElicitationRequest",
     "FileTokenStore",
     "MCPPrompt",
     "MCPPromptArgument",
