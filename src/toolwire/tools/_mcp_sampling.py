@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from toolwire.errors import ToolwireError
 from toolwire.messages import FilePart, Message, Part, TextPart
 from toolwire.models.base import Model, ModelRequest, ModelSettings
 from toolwire.tools._mcp_wire import describe, field_of
@@ -47,7 +46,7 @@ _INVALID_REQUEST = -32600
 _INTERNAL_ERROR = -32603
 
 
-class _SamplingRefused(ToolwireError):
+class _SamplingRefused(Exception):  # a signal caught in this module, never raised to callers
     """A sampling request this client will not serve; the message is what the server is told."""
 
 
