@@ -29,6 +29,9 @@ EXPECTED = {
     "def test_a_refund_waits_for_approval": ["refund test passed"],
     "Transcript(on_change=render_change)": ["MessageAdded", "TranscriptSession"],
     "refund order A7": ["state: TASK_STATE_INPUT_REQUIRED", "Answer: Refunded A7."],
+    "refund order B9": ["status: paused", "Answer: Refunded B9."],
+    "trigger-sampling-request": ["A haiku about tools."],
+    "everything.list_resources()": ["resources, the first: demo://", "Read a resource of the MCP server"],
 }
 
 

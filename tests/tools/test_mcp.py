@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -16,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.tools._mcp_process import free_port, serve_http
 from toolwire import Agent, TextPart, ToolCallPart
 from toolwire.models.scripted import ScriptedModel
 from toolwire.store import MemoryStore
@@ -24,30 +23,10 @@ from toolwire.tools import MCPServerHTTP, MCPServerStdio, Toolset
 SERVER = Path(__file__).parent / "_mcp_server.py"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def http_url() -> Iterator[str]:
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        assert process.poll() is None, process.stderr.read().decode() if process.stderr else "exited"
-        assert time.monotonic() < deadline, "the MCP HTTP server did not start"
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-        except OSError:
-            time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/mcp"
-    process.terminate()
-    process.wait(10)
+    with serve_http(SERVER) as url:
+        yield url
 
 
 def stdio_server(**kwargs: Any) -> MCPServerStdio:
@@ -191,7 +170,7 @@ async def test_priority_prefix_and_listing(caplog: pytest.LogCaptureFixture) -> 
 
 
 async def test_unreachable_http_server_is_an_error_not_a_hang() -> None:
-    source = MCPServerHTTP(f"http://127.0.0.1:{_free_port()}/mcp", connect_timeout=5)
+    source = MCPServerHTTP(f"http://127.0.0.1:{free_port()}/mcp", connect_timeout=5)
     agent = Agent(ScriptedModel([[TextPart(text="x")]]), tools=[source])
     started = time.monotonic()
     with pytest.raises(Exception, match="cannot connect to mcp:"):

@@ -117,6 +117,17 @@ class RunScope:
         scope.history = opened.messages
         return scope, opened
 
+    async def refresh_tools(self, request: RunRequest) -> None:
+        """Before a step: a tool source whose tools changed (an MCP server's ``tools/list_changed``) is
+        listed again, and the step offers, runs and gates the new set."""
+        registry = self.config.registry
+        if not registry.sources or not await registry.refresh():
+            return
+        self.tools = registry.definitions(enabled=request.enabled_tools, exclude=request.exclude_tools)
+        names = frozenset(t.name for t in self.tools)
+        self.executor = self.config.executor(names)
+        self.gate = Gate(registry, names)
+
     @property
     def session_id(self) -> str:
         return self.recorder.session_id
@@ -133,6 +144,7 @@ class RunScope:
             step=step,
             messages=tuple(self.history),
             agent_name=self.config.name,
+            model=self.config.model,
             sink=self.sink,
             resumes=resumes or {},
         )

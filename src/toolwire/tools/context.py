@@ -15,6 +15,7 @@ from toolwire.messages import Message, ToolCallPart
 from toolwire.tools.pending import Resume
 
 if TYPE_CHECKING:
+    from toolwire.models.base import Model
     from toolwire.store.base import Store
 
 DepsT = TypeVar("DepsT", default=Any)
@@ -75,6 +76,8 @@ class RunContext(Generic[DepsT]):
     messages: Sequence[Message] = ()
     """The history as the model saw it in this step."""
     agent_name: str | None = None
+    model: Model | None = None
+    """The model the run uses (an MCP server's sampling requests are served by it unless configured)."""
     sink: EventSink = field(default_factory=_NullSink, repr=False, compare=False)
     resumes: Mapping[str, Resume] = field(default_factory=dict, repr=False, compare=False)
     """Answers for paused sub-agents, by the tool call that runs each (read through :attr:`resume`)."""

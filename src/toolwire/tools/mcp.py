@@ -22,180 +22,34 @@ task; closing the source stops the owner task, which exits the contexts where it
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import contextlib
-import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from toolwire.errors import ConfigError, MissingExtraError, ToolExecutionError
-from toolwire.tools.context import RunContext
-from toolwire.tools.function import ApprovalPolicy, Tool, approval_for
-
-logger = logging.getLogger("toolwire.tools.mcp")
-
-
-class MCPToolError(ToolExecutionError):
-    """The MCP server answered a call with ``isError: true``, failed it, or went away during it."""
-
-
-class _MCPServer:
-    kind = "mcp"
-
-    def __init__(
-        self,
-        *,
-        name: str,
-        prefix: str | None,
-        timeout: float,
-        connect_timeout: float,
-        requires_approval: ApprovalPolicy = False,
-    ) -> None:
-        self.name = name
-        self.prefix = prefix
-        self.requires_approval = requires_approval
-        """Which of the server's tools need a person's approval: all (``True``), a predicate
-        ``(ctx, args) -> bool``, or tool names as the server lists them."""
-        self.timeout = timeout
-        self.connect_timeout = connect_timeout
-        self._session: Any = None
-        self._owner: asyncio.Task[None] | None = None
-        self._stop: asyncio.Event | None = None
-        self._tools: list[Tool] | None = None
-        self._lock = asyncio.Lock()
-        self._was_connected = False
-        self.restarts = 0
-        """How many times the connection was re-established after a failure."""
-
-    @property
-    def source_name(self) -> str:
-        return f"mcp:{self.name}"
-
-    def _transport(self) -> AbstractAsyncContextManager[Any]:
-        raise NotImplementedError
-
-    # -- connection ------------------------------------------------------------------------------
-
-    async def _ensure(self) -> Any:
-        async with self._lock:
-            if self._session is not None and self._owner is not None and not self._owner.done():
-                return self._session
-            await self._shutdown()
-            if self._was_connected:  # it died or was dropped: this is a restart
-                self.restarts += 1
-            loop = asyncio.get_running_loop()
-            ready: asyncio.Future[Any] = loop.create_future()
-            self._stop = asyncio.Event()
-            self._owner = asyncio.create_task(self._hold(ready, self._stop), name=f"mcp:{self.name}")
-            try:
-                async with asyncio.timeout(self.connect_timeout):
-                    self._session = await asyncio.shield(ready)
-            except BaseException:
-                await self._shutdown()
-                raise
-            self._was_connected = True
-            self._tools = None
-            return self._session
-
-    async def _hold(self, ready: asyncio.Future[Any], stop: asyncio.Event) -> None:
-        try:
-            from mcp import ClientSession  # in the try: a missing extra must fail ``ready``, not hang it
-
-            async with AsyncExitStack() as stack:
-                streams = await stack.enter_async_context(self._transport())
-                read, write = streams[0], streams[1]
-                session = await stack.enter_async_context(ClientSession(read, write))
-                await session.initialize()
-                if not ready.done():
-                    ready.set_result(session)
-                await stop.wait()
-        except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(_connect_error(self.source_name, exc))
-            elif not isinstance(exc, asyncio.CancelledError):
-                logger.info("%s: connection ended: %s", self.source_name, _describe(exc))
-        finally:
-            self._session = None
-
-    async def _shutdown(self) -> None:
-        owner, self._owner = self._owner, None
-        self._session = None
-        if owner is None:
-            return
-        if self._stop is not None:
-            self._stop.set()
-        try:
-            async with asyncio.timeout(10):
-                await asyncio.shield(owner)
-        except (TimeoutError, asyncio.CancelledError, Exception):
-            owner.cancel()
-            with contextlib.suppress(BaseException):
-                await owner
-
-    async def _drop(self) -> None:
-        """Forget a connection that failed; the next use reconnects (restarting a stdio server)."""
-        async with self._lock:
-            await self._shutdown()
-
-    # -- ToolSource --------------------------------------------------------------------------------
-
-    async def list_tools(self) -> list[Tool]:
-        session = await self._ensure()
-        if self._tools is None:
-            listed = await _all_tools(session)
-            self._tools = [self._tool(t) for t in listed]
-        return list(self._tools)
-
-    async def aclose(self) -> None:
-        async with self._lock:
-            await self._shutdown()
-            self._tools = None
-
-    def _tool(self, spec: Any) -> Tool:
-        name: str = spec.name
-        schema = dict(_field(spec, "input_schema", "inputSchema") or {"type": "object"})
-        annotations = getattr(spec, "annotations", None)
-        title = getattr(spec, "title", None) or (getattr(annotations, "title", None) if annotations else None)
-
-        async def call_mcp_tool(**arguments: Any) -> Any:
-            ctx = arguments.pop(_CONTEXT, None)
-            return await self.call(name, arguments, ctx)
-
-        return Tool(
-            name=name,
-            description=spec.description or "",
-            parameters=schema,
-            function=call_mcp_tool,
-            context_param=_CONTEXT,
-            title=title,
-            source=self.source_name,
-            requires_approval=approval_for(self.requires_approval, name),
-            _is_async=True,
-        )
-
-    async def call(self, name: str, arguments: dict[str, Any], ctx: RunContext[Any] | None = None) -> Any:
-        """Call ``name``; with ``ctx``, the server's progress notifications become ``tool-progress`` events
-        and the images, audio and files of its result ``media`` events."""
-        session = await self._ensure()
-        progress = _progress_reporter(ctx) if ctx is not None else None
-        try:
-            async with asyncio.timeout(self.timeout):
-                result = await session.call_tool(name, arguments, progress_callback=progress)
-        except TimeoutError as exc:
-            await self._drop()
-            raise MCPToolError(f"{self.source_name} did not answer {name} within {self.timeout:g}s") from exc
-        except Exception as exc:
-            await self._drop()
-            raise MCPToolError(f"{self.source_name} failed {name}: {_describe(exc)}") from exc
-        if _field(result, "is_error", "isError"):
-            raise MCPToolError(_content_text(result.content) or f"{name} failed on {self.source_name}")
-        output = _output(result)
-        if ctx is not None:
-            _show_media(ctx, output)
-        return output
+from toolwire.errors import ConfigError
+from toolwire.models.base import Model
+from toolwire.tools._mcp_auth import (
+    FileTokenStore,
+    MemoryTokenStore,
+    OAuth,
+    OAuthAuthorizationCode,
+    OAuthClientCredentials,
+    TokenStore,
+    auth_for,
+)
+from toolwire.tools._mcp_elicitation import ElicitationAnswer, ElicitationHandler, ElicitationRequest
+from toolwire.tools._mcp_sampling import SamplingPolicy, SamplingRequest
+from toolwire.tools._mcp_session import RESOURCE_TOOL, MCPToolError, _MCPServer
+from toolwire.tools._mcp_wire import (
+    MCPPrompt,
+    MCPPromptArgument,
+    MCPPromptResult,
+    MCPResource,
+    MCPResourceContent,
+)
+from toolwire.tools.function import ApprovalPolicy
 
 
 class MCPServerStdio(_MCPServer):
@@ -213,6 +67,10 @@ class MCPServerStdio(_MCPServer):
         timeout: float = 60.0,
         connect_timeout: float = 30.0,
         requires_approval: ApprovalPolicy = False,
+        resources_as_tool: bool = False,
+        sampling_model: Model | str | None = None,
+        sampling_policy: SamplingPolicy = "deny",
+        elicitation_handler: ElicitationHandler | None = None,
     ) -> None:
         super().__init__(
             name=name or os.path.basename(command),
@@ -220,6 +78,10 @@ class MCPServerStdio(_MCPServer):
             timeout=timeout,
             connect_timeout=connect_timeout,
             requires_approval=requires_approval,
+            resources_as_tool=resources_as_tool,
+            sampling_model=sampling_model,
+            sampling_policy=sampling_policy,
+            elicitation_handler=elicitation_handler,
         )
         self.command = command
         self.args = list(args)
@@ -246,6 +108,13 @@ class MCPServerHTTP(_MCPServer):
         timeout: float = 60.0,
         connect_timeout: float = 30.0,
         requires_approval: ApprovalPolicy = False,
+        resources_as_tool: bool = False,
+        sampling_model: Model | str | None = None,
+        sampling_policy: SamplingPolicy = "deny",
+        elicitation_handler: ElicitationHandler | None = None,
+        oauth: OAuth | None = None,
+        token_store: TokenStore | None = None,
+        user: str = "default",
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"an MCP HTTP server URL must start with http:// or https://, not {url!r}")
@@ -255,128 +124,84 @@ class MCPServerHTTP(_MCPServer):
             timeout=timeout,
             connect_timeout=connect_timeout,
             requires_approval=requires_approval,
+            resources_as_tool=resources_as_tool,
+            sampling_model=sampling_model,
+            sampling_policy=sampling_policy,
+            elicitation_handler=elicitation_handler,
         )
         self.url = url
         self.headers = dict(headers or {})
+        self.oauth = oauth
+        """OAuth 2.1 for this server: :class:`OAuthAuthorizationCode` or :class:`OAuthClientCredentials`."""
+        self.token_store: TokenStore = token_store if token_store is not None else MemoryTokenStore()
+        """Where the OAuth tokens and the client registration are kept, by server URL and :attr:`user`."""
+        self.user = user
+        """Whose tokens this connection uses (one connection acts for one user: :meth:`for_user`)."""
+        self._init_options: dict[str, Any] = {
+            "headers": headers,
+            "prefix": prefix,
+            "name": name,
+            "timeout": timeout,
+            "connect_timeout": connect_timeout,
+            "requires_approval": requires_approval,
+            "resources_as_tool": resources_as_tool,
+            "sampling_model": sampling_model,
+            "sampling_policy": sampling_policy,
+            "elicitation_handler": elicitation_handler,
+            "oauth": oauth,
+            "token_store": self.token_store,
+        }
+
+    def for_user(self, user: str) -> MCPServerHTTP:
+        """The same server acting for ``user``: its own connection, with that user's tokens from the same
+        token store (the others' tokens are never sent)."""
+        return MCPServerHTTP(self.url, **self._init_options, user=user)
 
     def _transport(self) -> AbstractAsyncContextManager[Any]:
         from mcp.client import streamable_http
 
+        auth = auth_for(self.oauth, self.url, self.token_store, self.user) if self.oauth else None
         legacy = getattr(streamable_http, "streamablehttp_client", None)  # mcp 1.x
         if legacy is not None:
-            context: AbstractAsyncContextManager[Any] = legacy(self.url, headers=self.headers or None)
+            context: AbstractAsyncContextManager[Any] = legacy(
+                self.url, headers=self.headers or None, auth=auth
+            )
             return context
-        return _modern_http(streamable_http.streamable_http_client, self.url, self.headers)
+        return _modern_http(streamable_http.streamable_http_client, self.url, self.headers, auth)
 
 
 @contextlib.asynccontextmanager
-async def _modern_http(factory: Any, url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
-    """mcp 2.x takes a pre-configured HTTP client for headers instead of a ``headers`` argument."""
-    if not headers:
+async def _modern_http(factory: Any, url: str, headers: dict[str, str], auth: Any) -> AsyncIterator[Any]:
+    """mcp 2.x takes a pre-configured HTTP client for headers and auth instead of arguments."""
+    if not headers and auth is None:
         async with factory(url) as streams:
             yield streams
         return
-    import httpx2  # the HTTP client mcp 2.x is built on
+    from mcp.shared._httpx_utils import create_mcp_http_client  # the SDK's timeouts for long streams
 
-    async with httpx2.AsyncClient(headers=headers) as client, factory(url, http_client=client) as streams:
+    client = create_mcp_http_client(headers=headers or None, auth=auth)
+    async with client, factory(url, http_client=client) as streams:
         yield streams
 
 
-async def _all_tools(session: Any) -> list[Any]:
-    tools: list[Any] = []
-    cursor: str | None = None
-    for _ in range(1000):  # bounded: a server paginating forever is a broken server
-        result = await (session.list_tools(cursor=cursor) if cursor else session.list_tools())
-        tools.extend(result.tools)
-        cursor = _field(result, "next_cursor", "nextCursor")
-        if not cursor:
-            break
-    return tools
-
-
-_CONTEXT = "toolwire:context"
-"""The keyword the run context reaches an MCP tool's function under (not an identifier: no argument of the
-server's schema can be passed as it)."""
-
-
-def _progress_reporter(ctx: RunContext[Any]) -> Callable[[float, float | None, str | None], Awaitable[None]]:
-    """The mcp SDK's progress callback: each notification becomes a ``tool-progress`` event of the call."""
-
-    async def report(progress: float, total: float | None, message: str | None) -> None:
-        fraction = min(1.0, max(0.0, progress / total)) if total else None
-        ctx.progress(fraction, message or (f"{progress:g}/{total:g}" if total else f"{progress:g}"))
-
-    return report
-
-
-def _show_media(ctx: RunContext[Any], output: Any) -> None:
-    """A ``media`` event for each image, audio clip and file of the result (the model gets them too)."""
-    for block in output if isinstance(output, list) else ():
-        kind = block.get("type")
-        if kind in ("image", "audio"):
-            ctx.media(block["mimeType"] or "application/octet-stream", data=block["data"])
-        elif kind == "resource" and "blob" in block:
-            ctx.media(block["mimeType"] or "application/octet-stream", data=block["blob"])
-        elif kind == "resource_link" and str(block.get("uri", "")).startswith(("http://", "https://")):
-            ctx.media(block.get("mimeType") or "application/octet-stream", url=block["uri"])
-
-
-def _output(result: Any) -> Any:
-    structured = _field(result, "structured_content", "structuredContent")
-    if isinstance(structured, dict):
-        return structured
-    blocks = list(result.content or [])
-    if all(getattr(b, "type", None) == "text" for b in blocks):
-        return "\n".join(b.text for b in blocks)
-    return [_block(b) for b in blocks]
-
-
-def _block(block: Any) -> dict[str, Any]:
-    kind = getattr(block, "type", "unknown")
-    if kind == "text":
-        return {"type": "text", "text": block.text}
-    if kind in ("image", "audio"):
-        data = block.data if isinstance(block.data, str) else base64.b64encode(block.data).decode()
-        return {"type": kind, "mimeType": _field(block, "mime_type", "mimeType"), "data": data}
-    if kind == "resource_link":
-        link = {"type": kind, "uri": str(block.uri), "name": getattr(block, "name", None)}
-        return {**link, "mimeType": _field(block, "mime_type", "mimeType")}
-    if kind == "resource":
-        resource = block.resource
-        out: dict[str, Any] = {
-            "type": kind,
-            "uri": str(resource.uri),
-            "mimeType": _field(resource, "mime_type", "mimeType"),
-        }
-        if getattr(resource, "text", None) is not None:
-            out["text"] = resource.text
-        elif getattr(resource, "blob", None) is not None:
-            out["blob"] = resource.blob
-        return out
-    dumped = block.model_dump(mode="json") if hasattr(block, "model_dump") else {"type": kind}
-    return dict(dumped)
-
-
-def _field(obj: Any, modern: str, legacy: str) -> Any:
-    """mcp 2.x names fields in snake_case; 1.x used the wire's camelCase."""
-    value = getattr(obj, modern, None)
-    return value if value is not None else getattr(obj, legacy, None)
-
-
-def _content_text(blocks: Any) -> str:
-    return "\n".join(
-        getattr(b, "text", "") for b in (blocks or []) if getattr(b, "type", None) == "text"
-    ).strip()
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_describe(e) for e in exc.exceptions)
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _connect_error(source: str, exc: BaseException) -> Exception:
-    if isinstance(exc, ImportError):
-        return MissingExtraError("mcp", "MCP servers", missing=exc.name)
-    return MCPToolError(f"cannot connect to {source}: {_describe(exc)}")
+__all__ = [
+    "RESOURCE_TOOL",
+    "ElicitationAnswer",
+    "ElicitationHandler",
+    "ElicitationRequest",
+    "FileTokenStore",
+    "MCPPrompt",
+    "MCPPromptArgument",
+    "MCPPromptResult",
+    "MCPResource",
+    "MCPResourceContent",
+    "MCPServerHTTP",
+    "MCPServerStdio",
+    "MCPToolError",
+    "MemoryTokenStore",
+    "OAuthAuthorizationCode",
+    "OAuthClientCredentials",
+    "SamplingPolicy",
+    "SamplingRequest",
+    "TokenStore",
+]

@@ -133,6 +133,14 @@ class ToolRegistry:
             listed.append((source, await source.list_tools()))
         self._resolve(listed)
 
+    async def refresh(self) -> bool:
+        """Resolve the effective set again when a source says its tools changed (an MCP server's
+        ``notifications/tools/list_changed``: its ``tools_changed`` attribute); True when it did."""
+        if not any(getattr(source, "tools_changed", False) for source in self._sources):
+            return False
+        await self.prepare()
+        return True
+
     def _resolve(self, listed: list[tuple[ToolSource, list[Tool]]]) -> None:
         candidates: list[tuple[int, int, Tool]] = [(0, i, t) for i, t in enumerate(self._functions)]
         order = 0
