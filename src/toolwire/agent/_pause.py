@@ -26,8 +26,8 @@ from toolwire.messages import ToolCallPart, ToolResultPart
 from toolwire.store.history import UNANSWERED_OUTPUT
 from toolwire.store.records import ToolCallRecord
 from toolwire.tools.context import RunContext
-from toolwire.tools.executor import ToolOutcome
 from toolwire.tools.function import Tool
+from toolwire.tools.outcome import ToolOutcome
 from toolwire.tools.pending import PendingCall, sub_agent_of
 from toolwire.tools.registry import ToolRegistry
 

@@ -36,7 +36,8 @@ from toolwire.store._locks import run_of
 from toolwire.store.base import Store
 from toolwire.store.history import INTERRUPTED_OUTPUT, denied_output
 from toolwire.store.records import AWAITING, CallKey, ToolCallRecord
-from toolwire.tools.executor import ToolOutcome, jsonable_output
+from toolwire.tools.executor import jsonable_output
+from toolwire.tools.outcome import ToolOutcome
 from toolwire.tools.pending import (
     Approval,
     DecisionKey,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from toolwire.agent._pause import Gate
 from toolwire.agent._recorder import StepRecorder
@@ -26,8 +26,12 @@ from toolwire.tools.context import RunContext, ToolEmitted
 from toolwire.tools.executor import ToolExecutor
 from toolwire.tools.pending import Resume
 
-if TYPE_CHECKING:
-    from toolwire.agent._step import StepRun
+
+class OpenStep(Protocol):
+    """A step whose calls are under way (a :class:`~toolwire.agent._step.StepRun`): closed if the run
+    stops, its unfinished calls recorded as cancelled."""
+
+    async def close(self) -> tuple[Message | None, list[AgentEvent]]: ...
 
 
 @dataclass(slots=True)
@@ -75,8 +79,8 @@ class RunScope:
     """Which of a step's calls wait for a person."""
     history: list[Message] = field(default_factory=list)
     """The history as the model reads it: repaired when the run opened, then grown by each step."""
-    open_step: StepRun | None = None
-    """The :class:`~toolwire.agent._step.StepRun` whose calls are under way (closed if the run stops)."""
+    open_step: OpenStep | None = None
+    """The step whose calls are under way (closed if the run stops)."""
 
     @classmethod
     async def open(

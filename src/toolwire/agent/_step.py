@@ -8,9 +8,9 @@ A step is the model's answer with the calls it made. It enters in one of three w
 - :meth:`StepRun.rerun`: a run continuing a dead replica's run runs its idempotent calls again
   (:func:`~toolwire.agent._resume.take_over`).
 
-Then, the same for all three: calls settled without running (:meth:`settle`), calls run
-and :meth:`conclude`: the calls run (the one place a step's tools run), the step's end stored (the one place:
-its tool message, usage, the calls left waiting) and its results merged into the history the model reads.
+Then, the same for all three: calls settled without running (:meth:`settle`), and :meth:`conclude`: the
+calls run (the one place a step's tools run), the step's end stored (the one place: its tool message,
+usage, the calls left waiting) and its results merged into the history the model reads.
 
 When a finished call is written (the deferred-completion rule, here and nowhere else). Its outcome is
 durable before anyone hears of it. Calls that finish while others of the step still run are written at
@@ -30,7 +30,6 @@ from dataclasses import replace
 
 from toolwire.agent._pause import Waiting, pending_of, unanswered
 from toolwire.agent._scope import RunScope, Unnumbered
-from toolwire.agent.result import ToolExecution
 from toolwire.errors import ToolBlockedError
 from toolwire.events import (
     AgentEvent,
@@ -50,7 +49,7 @@ from toolwire.store.history import CANCELLED_OUTPUT
 from toolwire.store.records import AWAITING, CallCompletion
 from toolwire.tools._batch import CallFinished, CallHeartbeat, CallStarted
 from toolwire.tools._inbox import Inbox
-from toolwire.tools.executor import ToolOutcome
+from toolwire.tools.outcome import ToolOutcome
 from toolwire.tools.pending import Resume
 
 logger = logging.getLogger("toolwire.agent")
@@ -307,15 +306,7 @@ class StepRun:
         await self._scope.recorder.complete_call(self._completion(outcome))
 
     def _completion(self, outcome: ToolOutcome) -> CallCompletion:
-        return CallCompletion(
-            tool_call_id=outcome.call.tool_call_id,
-            message_id=self.message_id,
-            status=outcome.status,
-            output=outcome.full_output,
-            is_error=outcome.result.is_error,
-            started_at=outcome.started_at,
-            finished_at=outcome.finished_at,
-        )
+        return outcome.completion(self.message_id)
 
     # -- the step's end ---------------------------------------------------------------------------
 
@@ -487,16 +478,7 @@ class StepRun:
         """The tool-call-complete event; executed calls are also recorded on the run's ledger."""
         scope = self._scope
         if executed:
-            scope.ledger.executions.append(
-                ToolExecution(
-                    call=outcome.call,
-                    result=outcome.result,
-                    status=outcome.status,
-                    started_at=outcome.started_at,
-                    finished_at=outcome.finished_at,
-                    session_id=scope.session_id,
-                )
-            )
+            scope.ledger.executed(outcome)
         event: AgentEvent = scope.recorder.event(
             ToolCallComplete,
             tool_call_id=outcome.call.tool_call_id,

@@ -10,23 +10,23 @@ session.
 from __future__ import annotations
 
 import secrets
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
+from toolwire.agent.loop import AgentRun
 from toolwire.errors import SubAgentPaused
 from toolwire.tools.context import RunContext
 from toolwire.tools.function import Tool, function_tool
 
-if TYPE_CHECKING:
-    from toolwire.agent.agent import Agent
 
-
-def sub_agent_tool(agent: Agent[Any, Any], name: str, description: str) -> Tool:
-    """A tool named ``name`` that asks ``agent`` a task in a child session of the calling run."""
+def sub_agent_tool(stream: Callable[..., AgentRun[Any]], name: str, description: str) -> Tool:
+    """A tool named ``name`` that asks a task of the agent whose ``stream`` it is given, in a child session
+    of the calling run."""
 
     async def delegate(ctx: RunContext[Any], task: str) -> Any:
         resume = ctx.resume
         if resume is not None:  # its run paused earlier: continue it with the answers it waited for
-            run = agent.stream(
+            run = stream(
                 session_id=resume.session_id,
                 parent=ctx,
                 approvals=resume.approvals,
@@ -35,7 +35,7 @@ def sub_agent_tool(agent: Agent[Any, Any], name: str, description: str) -> Tool:
         else:
             # Random, so nobody can create it first; the loop checks it hangs under this session and
             # belongs to this session's owner.
-            run = agent.stream(task, session_id=f"{ctx.session_id}.sub_{secrets.token_hex(8)}", parent=ctx)
+            run = stream(task, session_id=f"{ctx.session_id}.sub_{secrets.token_hex(8)}", parent=ctx)
         async with run:
             async for event in run:
                 ctx.forward(event)

@@ -496,4 +496,4 @@ class Agent(Generic[DepsT, OutputT]):
         (``awaiting_subagent``) and the caller's run pauses too, listing the sub-agent's pending calls;
         answering them continues the same child session.
         """
-        return sub_agent_tool(self, name, description)
+        return sub_agent_tool(self.stream, name, description)

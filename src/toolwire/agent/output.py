@@ -28,7 +28,7 @@ from toolwire.models.base import (
     ToolInputEnd,
     ToolInputStart,
 )
-from toolwire.tools.executor import ToolOutcome
+from toolwire.tools.outcome import ToolOutcome
 
 OutputMode: TypeAlias = Literal["auto", "native", "tool", "grammar", "prompted"]
 ResolvedMode: TypeAlias = Literal["native", "tool", "grammar", "prompted"]

@@ -17,6 +17,7 @@ from toolwire._fast_init import fast_frozen_init
 from toolwire.events import InteractionStatus, ToolCallStatus
 from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage
 from toolwire.pricing import total_cost
+from toolwire.tools.outcome import ToolOutcome
 from toolwire.tools.pending import PendingCall
 
 OutputT = TypeVar("OutputT", default=str, covariant=True)
@@ -114,6 +115,19 @@ class RunLedger:
     """Set when the run has its answer (or paused): no further step."""
     output: Any = ""
     text: str = ""
+
+    def executed(self, outcome: ToolOutcome) -> None:
+        """A call of this run's session ran (or was refused by an interceptor): one more execution."""
+        self.executions.append(
+            ToolExecution(
+                call=outcome.call,
+                result=outcome.result,
+                status=outcome.status,
+                started_at=outcome.started_at,
+                finished_at=outcome.finished_at,
+                session_id=self.session_id,
+            )
+        )
 
     def answered(self, output: Any, text: str) -> None:
         """The run has its answer: ``output`` (the text, or the validated object) written as ``text``."""

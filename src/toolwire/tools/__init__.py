@@ -9,9 +9,9 @@ from toolwire.tools.executor import (
     RewriteArgs,
     ToolExecutor,
     ToolInterceptor,
-    ToolOutcome,
 )
 from toolwire.tools.function import Tool, function_tool, tool
+from toolwire.tools.outcome import ToolOutcome
 from toolwire.tools.registry import ToolRegistry, Toolset, ToolSource
 
 if TYPE_CHECKING:

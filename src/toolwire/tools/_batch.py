@@ -12,15 +12,21 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from toolwire._fast_init import fast_frozen_init
 from toolwire.messages import ToolCallPart
 from toolwire.tools._inbox import TICK, Inbox
 from toolwire.tools.context import RunContext
+from toolwire.tools.outcome import ToolOutcome
 
-if TYPE_CHECKING:
-    from toolwire.tools.executor import ToolExecutor, ToolOutcome
+
+class Executes(Protocol):
+    """What runs one call of the batch (``ToolExecutor``)."""
+
+    async def execute(
+        self, call: ToolCallPart, ctx: RunContext[Any], *, args_error: str | None = None
+    ) -> ToolOutcome: ...
 
 
 @fast_frozen_init
@@ -91,7 +97,7 @@ class ToolBatch:
 
     def __init__(
         self,
-        executor: ToolExecutor,
+        executor: Executes,
         calls: Sequence[ToolCallPart],
         ctx: RunContext[Any],
         *,

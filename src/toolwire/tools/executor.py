@@ -16,7 +16,6 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from toolwire._fast_init import fast_frozen_init
 from toolwire._text import clean_json, clean_text, truncate_output
 from toolwire.errors import (
     SubAgentPaused,
@@ -34,6 +33,7 @@ from toolwire.tools._batch import OnFinished, ToolBatch
 from toolwire.tools._inbox import Inbox
 from toolwire.tools.context import RunContext
 from toolwire.tools.function import Tool
+from toolwire.tools.outcome import ToolOutcome
 from toolwire.tools.registry import ToolRegistry
 
 logger = logging.getLogger("toolwire.tools")
@@ -74,27 +74,6 @@ class ToolInterceptor:
     ) -> ToolResultPart | None:
         """Return a replacement result, or ``None`` to keep it."""
         return None
-
-
-@fast_frozen_init
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolOutcome:
-    """What happened to one call."""
-
-    call: ToolCallPart
-    """The call as executed (arguments possibly rewritten by an interceptor)."""
-    result: ToolResultPart
-    """What the model sees (output possibly truncated)."""
-    status: ToolCallStatus
-    started_at: float
-    finished_at: float
-    full_output: Any = None
-    """The untruncated output, kept in the store."""
-    error: ToolError | None = None
-
-    @property
-    def duration(self) -> float:
-        return self.finished_at - self.started_at
 
 
 @dataclass(kw_only=True)

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
-if TYPE_CHECKING:
-    from toolwire.store.records import ToolCallRecord
+from toolwire.events import AwaitingKind
 
 PendingKind: TypeAlias = Literal["approval", "output"]
 """``approval``: answer in ``approvals=``; ``output``: a client tool, answer in ``tool_outputs=``."""
@@ -138,7 +137,24 @@ def sub_agent_of(output: Any) -> tuple[str, tuple[PendingCall, ...]]:
     return str(data.get("session_id", "")), pending
 
 
-def pending_of_rows(rows: Sequence[ToolCallRecord], session_id: str) -> list[PendingCall]:
+class AwaitingRow(Protocol):
+    """The fields of a stored tool-call row (``toolwire.store.records.ToolCallRecord``) read here."""
+
+    @property
+    def tool_call_id(self) -> str: ...
+    @property
+    def tool_name(self) -> str: ...
+    @property
+    def args(self) -> dict[str, Any]: ...
+    @property
+    def message_id(self) -> str: ...
+    @property
+    def awaiting(self) -> AwaitingKind | None: ...
+    @property
+    def output(self) -> Any: ...
+
+
+def pending_of_rows(rows: Sequence[AwaitingRow], session_id: str) -> list[PendingCall]:
     """What a session's stored tool-call rows wait for, in row order: each awaiting call, or for a call
     whose sub-agent paused, that sub-agent's pending calls (``Agent.pending`` and every API that lists
     them read it here, without the session's messages)."""
