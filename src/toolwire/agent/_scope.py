@@ -79,6 +79,8 @@ class RunScope:
     """Which of a step's calls wait for a person."""
     history: list[Message] = field(default_factory=list)
     """The history as the model reads it: repaired when the run opened, then grown by each step."""
+    session_id: str = ""
+    """The run's session (its recorder's, read on every step)."""
     open_step: OpenStep | None = None
     """The step whose calls are under way (closed if the run stops)."""
 
@@ -117,6 +119,7 @@ class RunScope:
             tools=tools,
             gate=Gate(config.registry, names),
         )
+        scope.session_id = session.id
         opened = await recorder.open()
         scope.history = opened.messages
         return scope, opened
@@ -125,16 +128,12 @@ class RunScope:
         """Before a step: a tool source whose tools changed (an MCP server's ``tools/list_changed``) is
         listed again, and the step offers, runs and gates the new set."""
         registry = self.config.registry
-        if not registry.sources or not await registry.refresh():
+        if not await registry.refresh():
             return
         self.tools = registry.definitions(enabled=request.enabled_tools, exclude=request.exclude_tools)
         names = frozenset(t.name for t in self.tools)
         self.executor = self.config.executor(names)
         self.gate = Gate(registry, names)
-
-    @property
-    def session_id(self) -> str:
-        return self.recorder.session_id
 
     def context(self, step: int, resumes: Mapping[str, Resume] | None = None) -> RunContext[Any]:
         """What the step's tools (and approval predicates) are handed."""

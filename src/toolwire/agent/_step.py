@@ -25,8 +25,8 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from contextlib import aclosing
 from dataclasses import replace
+from typing import Any
 
 from toolwire.agent._pause import Waiting, pending_of, unanswered
 from toolwire.agent._scope import RunScope, Unnumbered
@@ -209,11 +209,36 @@ class StepRun:
     ) -> AsyncGenerator[AgentEvent, None]:
         """The rest of the step, the same for its three ways in: ``to_run`` run (``resumes``: answers for
         sub-agents that continue), with ``closing`` (a new prompt follows) every call still waiting closed
-        as unanswered, the step's end stored, then a call's error raised when the agent says so."""
+        as unanswered, the step's end stored, then a call's error raised when the agent says so.
+
+        The calls come out as events: started, heartbeats, what the tools emit, completed (a call whose
+        sub-agent paused is not complete: it is announced as waiting when the step ends). One generator,
+        not one per part: every event of every tool step passes here."""
         if to_run:
-            async with aclosing(self._run(to_run, args_errors, resumes)) as events:
-                async for event in events:
-                    yield event
+            scope = self._scope
+            recorder = scope.recorder
+            recorder.check_lease()  # right before tools run: a run that lost its session runs none
+            registry = scope.config.registry
+            sequential = any((t := registry.get(c.tool_name)) is not None and t.sequential for c in to_run)
+            inbox = Inbox()
+            scope.sink.inbox = inbox
+            batch = scope.executor.start_batch(
+                list(to_run),
+                scope.context(self.step, resumes),
+                inbox=inbox,
+                on_finished=self._finished,
+                args_errors=dict(args_errors or {}),
+                sequential=sequential,
+                heartbeat_interval=scope.config.heartbeat_interval,
+            )
+            try:
+                while items := await batch.next():
+                    for item in items:
+                        if (event := self._published(item)) is not None:
+                            yield event
+            finally:
+                scope.sink.inbox = None
+                await batch.close()
         if closing:
             for waiting in self.waiting():
                 for event in await self.settle(unanswered(waiting.call), ("unanswered", None)):
@@ -223,67 +248,40 @@ class StepRun:
             yield event
         self._check_failures()
 
-    async def _run(
-        self,
-        calls: Sequence[ToolCallPart],
-        args_errors: Mapping[str, str] | None,
-        resumes: Mapping[str, Resume] | None,
-    ) -> AsyncGenerator[AgentEvent, None]:
-        """The calls as events: started, heartbeats, what the tools emit, completed (a call whose sub-agent
-        paused is not complete: it is announced as waiting when the step ends)."""
-        scope = self._scope
-        recorder = scope.recorder
-        recorder.check_lease()  # right before tools run: a run that lost its session runs none
-        registry = scope.config.registry
-        sequential = any((t := registry.get(c.tool_name)) is not None and t.sequential for c in calls)
-        inbox = Inbox()
-        scope.sink.inbox = inbox
-        batch = scope.executor.start_batch(
-            list(calls),
-            scope.context(self.step, resumes),
-            inbox=inbox,
-            on_finished=self._finished,
-            args_errors=dict(args_errors or {}),
-            sequential=sequential,
-            heartbeat_interval=scope.config.heartbeat_interval,
-        )
-        try:
-            while items := await batch.next():
-                for item in items:
-                    # Numbered as published: seq follows the order clients receive events in.
-                    match item:
-                        case CallStarted():
-                            call = item.call
-                            yield recorder.event(
-                                ToolCallActive,
-                                tool_call_id=call.tool_call_id,
-                                tool_name=call.tool_name,
-                                args=call.args,
-                                started_at=item.started_at,
-                            )
-                        case CallHeartbeat():
-                            yield recorder.event(
-                                ToolCallHeartbeat,
-                                tool_call_id=item.call.tool_call_id,
-                                tool_name=item.call.tool_name,
-                                elapsed=item.elapsed,
-                            )
-                        case CallFinished():
-                            outcome = item.outcome
-                            if outcome.status not in AWAITING and all(
-                                o is not outcome for o in self._unwritten
-                            ):
-                                yield self._complete_event(outcome)
-                        case Unnumbered():
-                            yield recorder.event(item.cls, **item.fields)
-                        case StepFinish():  # a sub-agent's (or deeper) model request: it rolls up here
-                            scope.ledger.sub_agent_steps.append((item.provider, item.model, item.usage))
-                            yield item
-                        case _:
-                            yield item  # a sub-agent's event: numbered in its own session
-        finally:
-            scope.sink.inbox = None
-            await batch.close()
+    def _published(self, item: Any) -> AgentEvent | None:
+        """What a running batch's item becomes in the stream, numbered as published (seq follows the order
+        clients receive events in); ``None`` for a completion the step's end announces."""
+        recorder = self._scope.recorder
+        match item:
+            case CallStarted():
+                call = item.call
+                return recorder.event(
+                    ToolCallActive,
+                    tool_call_id=call.tool_call_id,
+                    tool_name=call.tool_name,
+                    args=call.args,
+                    started_at=item.started_at,
+                )
+            case CallHeartbeat():
+                return recorder.event(
+                    ToolCallHeartbeat,
+                    tool_call_id=item.call.tool_call_id,
+                    tool_name=item.call.tool_name,
+                    elapsed=item.elapsed,
+                )
+            case CallFinished():
+                outcome = item.outcome
+                if outcome.status in AWAITING or any(o is outcome for o in self._unwritten):
+                    return None
+                return self._complete_event(outcome)
+            case Unnumbered():
+                return recorder.event(item.cls, **item.fields)
+            case StepFinish():  # a sub-agent's (or deeper) model request: it rolls up here
+                self._scope.ledger.sub_agent_steps.append((item.provider, item.model, item.usage))
+                return item
+            case _:
+                event: AgentEvent = item  # a sub-agent's event: numbered in its own session
+                return event
 
     async def _finished(self, outcomes: list[ToolOutcome], last: bool) -> None:
         """Calls that finished together, durable before anyone hears of them: written now in one group

@@ -191,7 +191,8 @@ class AgentRun(Generic[OutputT]):
                 # model's events, then the step's calls recorded, run and finished (StepRun), then whether
                 # the run is done. aclosing: closing this run must close the inner generators at once.
                 await recorder.renew_lock()
-                await scope.refresh_tools(self._request)
+                if config.registry.sources:  # an MCP server may have announced new tools
+                    await scope.refresh_tools(self._request)
                 yield recorder.event(
                     StepStart, step=number, provider=config.model.provider, model=config.model.model_name
                 )
