@@ -50,6 +50,12 @@ class ModelSettings:
     parallel_tool_calls: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     """Provider-specific request fields merged into the wire request as-is."""
+    cache_breakpoints: bool = True
+    """Mark the stable prefix for the provider's prompt cache: Anthropic ``cache_control`` (also on Vertex AI
+    and Bedrock), Bedrock Converse ``cachePoint`` blocks (see ``toolwire.models._cache``)."""
+    prompt_cache_key: bool | str = True
+    """OpenAI's ``prompt_cache_key`` (its own API only): True sends the request's ``cache_key`` (or one
+    derived from the instructions and tools), a string sends that key, False sends none."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +74,9 @@ class ModelRequest:
     json_answer: bool = False
     """The answer is JSON text the instructions ask for (prompted output): streamed live, like an answer
     to ``output_schema``, not held back as a possible echo of tool-call arguments."""
+    cache_key: str | None = None
+    """What the conversation's requests share in the provider's prompt cache (the session id): OpenAI's
+    ``prompt_cache_key``. ``None``: one derived from the instructions and tools."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -94,7 +94,10 @@ class BedrockModel(HTTPModel):
 
     async def _exchange(self, request: ModelRequest) -> Exchange:
         body, warnings = build_body(
-            request, max_tokens=self.max_tokens, additional_fields=self.additional_fields
+            request,
+            model_id=self.model_name,
+            max_tokens=self.max_tokens,
+            additional_fields=self.additional_fields,
         )
         operation = "converse-stream" if self.stream_enabled else "converse"
         return await self._signed_exchange(
