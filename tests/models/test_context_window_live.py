@@ -13,7 +13,7 @@ from toolwire import Agent
 from toolwire.errors import ContextLengthExceeded
 from toolwire.events import FailoverEvent
 from toolwire.messages import Message
-from toolwire.models import collect
+from toolwire.models import collect, estimate_request_tokens, record_usage
 from toolwire.models.base import ModelRequest, ModelSettings
 from toolwire.models.fallback import FallbackModel
 from toolwire.models.openai_chat import OpenAIChatModel
@@ -67,3 +67,28 @@ async def test_a_session_that_outgrows_the_small_window_goes_on_at_a_larger_one(
         await agent.aclose()
     # The first turns fit the small window; once the history outgrew it, every turn went on elsewhere.
     assert answered_by[0] is None and answered_by[-1] == "smollm2"
+
+
+async def test_the_estimate_follows_the_real_servers_own_count(small_server: str) -> None:
+    """The server reports what its tokenizer (and chat template) counted; a few of its answers correct the
+    characters-per-token ratio until an unseen request's estimate is within 20 % of its real count."""
+    model = _model(small_server)
+    sentences = [
+        "My parcel of black tea has not arrived yet.",
+        "Could you tell me when the order I placed on Monday will be shipped to Paris?",
+        "The mug I received was broken, and I would like a refund or a new one sent to my home address.",
+        "Please change the delivery address of my last order to the office, since nobody is at home during "
+        "the day and the courier keeps leaving notes.",
+    ]
+    for text in sentences:
+        request = ModelRequest(messages=[Message.user(text)], settings=SHORT)
+        response = await collect(model, request)
+        record_usage(model, request, response.usage)
+    for text in ("Where is my tea?", "How long does shipping a parcel of green tea to Lyon take? " * 2):
+        probe = ModelRequest(messages=[Message.user(text)], settings=SHORT)
+        estimate = estimate_request_tokens(model, probe)
+        untaught = estimate_request_tokens(_model("http://127.0.0.1:9/v1"), probe)  # the default ratio
+        actual = (await collect(model, probe)).usage.input_tokens
+        print(f"{text[:20]!r}: estimate {estimate}, untaught {untaught}, the server's count {actual}")
+        assert actual > 0 and abs(estimate - actual) <= 0.2 * actual
+    await model.aclose()
