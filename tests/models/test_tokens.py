@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from toolwire.messages import FilePart, Message, TextPart, ToolCallPart, ToolResultPart, Usage
 from toolwire.models import estimate_request_tokens, record_usage
-from toolwire.models._tokens import DEFAULT_CHARS_PER_TOKEN, FILE_TOKENS, MESSAGE_OVERHEAD, chars_per_token
+from toolwire.models._tokens import (
+    DEFAULT_CHARS_PER_TOKEN,
+    FILE_TOKENS,
+    MESSAGE_OVERHEAD,
+    chars_per_token,
+    failed_attempt_usage,
+)
 from toolwire.models.base import ModelRequest, ToolDefinition
 from toolwire.models.openai_chat import OpenAIChatModel
 
@@ -59,3 +65,13 @@ def test_reported_usage_corrects_the_ratio_of_that_model_only() -> None:
     assert chars_per_token(other) == DEFAULT_CHARS_PER_TOKEN  # another model keeps its own ratio
     record_usage(model, unseen, Usage())  # a provider that reports no input tokens changes nothing
     assert abs(chars_per_token(model) - 2.0) < 0.15
+
+
+def test_a_failed_attempt_counts_what_it_probably_cost() -> None:
+    model = _model("estimator-failed")
+    request = ModelRequest(messages=[Message.user("q" * 350)])
+    assert failed_attempt_usage(model, request) == Usage()  # never answered (refused, HTTP error): not billed
+    cut = failed_attempt_usage(model, request, answered=True, streamed_chars=35)
+    assert cut == Usage(input_tokens=estimate_request_tokens(model, request), output_tokens=10, requests=1)
+    stated = Usage(input_tokens=120, requests=1)  # what the provider reported before the cut
+    assert failed_attempt_usage(model, request, reported=stated, answered=True, streamed_chars=35) == stated

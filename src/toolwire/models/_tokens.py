@@ -135,6 +135,28 @@ def record_usage(model: Model, request: ModelRequest, usage: Usage) -> None:
         _fits.setdefault(key, _Fit()).add(chars, text_tokens)
 
 
+def failed_attempt_usage(
+    model: Model,
+    request: ModelRequest,
+    *,
+    reported: Usage | None = None,
+    answered: bool = False,
+    streamed_chars: int = 0,
+) -> Usage:
+    """What a failed attempt of ``request`` on ``model`` probably cost, counted apart from the step's usage.
+
+    ``reported`` is what the provider said before failing (Anthropic reports the input at the start of its
+    stream), taken as it is when it has input tokens. Otherwise: a request the provider never answered
+    (``answered=False``: connection refused, an HTTP error status) is not billed and counts nothing; one it
+    began to answer (a stream cut later) counts the estimated prompt and the ``streamed_chars`` it sent."""
+    if reported is not None and reported.input_tokens > 0:
+        return reported
+    if not answered:
+        return Usage()
+    output = int(streamed_chars / chars_per_token(model) + 0.999) if streamed_chars else 0
+    return Usage(input_tokens=estimate_request_tokens(model, request), output_tokens=output, requests=1)
+
+
 # ---------------------------------------------------------------------------------------------
 # tiktoken, for OpenAI's own models
 
@@ -181,6 +203,7 @@ __all__ = [
     "DEFAULT_CHARS_PER_TOKEN",
     "chars_per_token",
     "estimate_request_tokens",
+    "failed_attempt_usage",
     "record_usage",
     "request_chars",
 ]
