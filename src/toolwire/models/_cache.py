@@ -79,12 +79,28 @@ def _has_content(block: Json) -> bool:
     return block.get("type") != "text" or bool(block.get("text"))  # an empty text block cannot be cached
 
 
-def _count_marks(value: Any) -> int:
-    if isinstance(value, dict):
-        return ("cache_control" in value) + sum(_count_marks(v) for v in value.values())
-    if isinstance(value, list):
-        return sum(_count_marks(v) for v in value)
-    return 0
+def _count_marks(body: Json) -> int:
+    """The breakpoints ``body`` has already, where the API takes them (a block of the tools, the system or a
+    message, or of a tool result's content): from ``settings.extra`` or content sent as given."""
+
+    def marked(blocks: Any) -> int:
+        if not isinstance(blocks, list):
+            return 0
+        count = 0
+        for block in blocks:
+            if isinstance(block, dict):
+                count += "cache_control" in block
+                if block.get("type") == "tool_result":
+                    count += marked(block.get("content"))
+        return count
+
+    messages = body.get("messages")
+    in_messages = (
+        sum(marked(m.get("content")) for m in messages if isinstance(m, dict))
+        if isinstance(messages, list)
+        else 0
+    )
+    return marked(body.get("tools")) + marked(body.get("system")) + in_messages
 
 
 _BEDROCK_CACHING = re.compile(
@@ -117,12 +133,21 @@ def bedrock_cache_points(body: Json) -> None:
             content.append(CACHE_POINT)
 
 
-def _count_points(value: Any) -> int:
-    if isinstance(value, dict):
-        return ("cachePoint" in value) + sum(_count_points(v) for v in value.values())
-    if isinstance(value, list):
-        return sum(_count_points(v) for v in value)
-    return 0
+def _count_points(body: Json) -> int:
+    """The ``cachePoint`` blocks ``body`` has already (in the tools, the system or a message's content)."""
+
+    def points(blocks: Any) -> int:
+        return (
+            sum(isinstance(b, dict) and "cachePoint" in b for b in blocks) if isinstance(blocks, list) else 0
+        )
+
+    messages = body.get("messages")
+    in_messages = (
+        sum(points(m.get("content")) for m in messages if isinstance(m, dict))
+        if isinstance(messages, list)
+        else 0
+    )
+    return points((body.get("toolConfig") or {}).get("tools")) + points(body.get("system")) + in_messages
 
 
 def prompt_cache_key(request: ModelRequest) -> str | None:
