@@ -59,8 +59,32 @@ class Cassette:
     def client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(transport=self.transport())
 
-    def sent_json(self, index: int) -> Any:
-        return json.loads(self.sent[index].content)
+    def sent_json(self, index: int, *, cache_marks: bool = False) -> Any:
+        """The body of the ``index``-th request sent; without the prompt-cache marks toolwire adds by default
+        (recordings predate them; ``tests/models/test_prompt_caching.py`` tests them) unless ``cache_marks``."""
+        body = json.loads(self.sent[index].content)
+        return body if cache_marks else without_cache_marks(body)
+
+
+def without_cache_marks(body: Any) -> Any:
+    """``body`` as sent with prompt caching off: no Anthropic ``cache_control``, no Bedrock ``cachePoint``
+    block, no OpenAI ``prompt_cache_key``, and an Anthropic system prompt as the one string it was."""
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k != "cache_control"}
+        if isinstance(value, list):
+            return [strip(v) for v in value if not (isinstance(v, dict) and v.keys() == {"cachePoint"})]
+        return value
+
+    if not isinstance(body, dict):
+        return body
+    out = strip(body)
+    out.pop("prompt_cache_key", None)
+    system = out.get("system")
+    if isinstance(system, list) and len(system) == 1 and system[0].get("type") == "text":
+        out["system"] = system[0]["text"]
+    return out
 
 
 def _flat_headers(headers: dict[str, list[str]] | None) -> dict[str, str]:

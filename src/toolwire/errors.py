@@ -9,6 +9,7 @@
     ├── UnsupportedContentError
     ├── ProviderError (provider, model, status, code, retryable, body)
     │   ├── ProviderHTTPError
+    │   │   └── ContextLengthExceeded (limit, requested)
     │   ├── ProviderConnectionError
     │   └── ProviderProtocolError
     ├── ToolError
@@ -137,6 +138,23 @@ class ProviderError(ToolwireError):
 
 class ProviderHTTPError(ProviderError):
     """The provider answered with an HTTP error status."""
+
+
+class ContextLengthExceeded(ProviderHTTPError):
+    """The request does not fit the model's context window: the provider refused it as too long (OpenAI's
+    ``context_length_exceeded``, Anthropic's "prompt is too long", Gemini's "exceeds the maximum number of
+    tokens", Bedrock's ``ValidationException``, llama.cpp's and Ollama's messages; the embedded model's too,
+    with no HTTP status). Not retryable as it is: the same request fails again until it is made shorter or
+    sent to a model with a larger window."""
+
+    def __init__(
+        self, message: str, *, limit: int | None = None, requested: int | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(message, **kwargs)
+        self.limit = limit
+        """The model's window in tokens, when the provider stated it."""
+        self.requested = requested
+        """The tokens the request needed, when the provider stated it."""
 
 
 class ProviderConnectionError(ProviderError):

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.cassettes import Cassette, Interaction, load
+from tests.cassettes import Cassette, Interaction, load, without_cache_marks
 from tests.models.sdk_types import check_anthropic
 from toolwire.errors import ConfigError, ProviderHTTPError, ProviderProtocolError
 from toolwire.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
@@ -754,7 +754,7 @@ async def test_history_metadata_cannot_add_fields_or_choose_block_types() -> Non
     )
     with pytest.raises(ProviderHTTPError):
         await collect(model, ModelRequest(messages=history))
-    messages = sent[0]["messages"]
+    messages = without_cache_marks(sent[0])["messages"]
     assert messages[1]["content"] == [
         {"type": "tool_use", "id": "c1", "name": "lookup", "input": {"q": 1}, "caller": {"type": "direct"}},
         {"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {}},

@@ -78,17 +78,17 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The server on a free loopback port; its base URL (``.../v1``). Stopped (by its pid) at the end."""
+@contextlib.contextmanager
+def _serve(log: Path, *, n_ctx: int = 2048) -> Iterator[str]:
+    """The server on a free loopback port with an ``n_ctx``-token context; its base URL (``.../v1``).
+    Stopped (by its pid) at the end."""
     port = _free_port()
-    log = tmp_path_factory.mktemp("llama-server") / "server.log"
     command = [
         sys.executable, "-c", _SERVER_WITHOUT_EXTRA_BUFFER_TYPES,
         "--model", str(default_model_path()),
         "--chat_format", "chatml-function-calling",
         "--host", "127.0.0.1", "--port", str(port),
-        "--n_threads", "2", "--n_threads_batch", "2", "--n_ctx", "2048", "--seed", "0",
+        "--n_threads", "2", "--n_threads_batch", "2", "--n_ctx", str(n_ctx), "--seed", "0",
         "--verbose", "False",
     ]  # fmt: skip
     with log.open("wb") as out:
@@ -117,6 +117,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The server (2048-token context); its base URL (``.../v1``)."""
+    with _serve(tmp_path_factory.mktemp("llama-server") / "server.log") as base:
+        yield base
 
 
 class _Captured:

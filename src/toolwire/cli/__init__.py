@@ -21,6 +21,10 @@ Handler = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 STORE_HELP = "store URL (default: the SQLite file ./toolwire.db)"
+MODEL_HELP = (
+    "local | scripted:FILE.json | openai:MODEL | anthropic:MODEL | ...; several (a,b,c or --model repeated): "
+    "the first, failing over to the next (FallbackModel)"
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -136,7 +140,7 @@ def _parser() -> argparse.ArgumentParser:
         return p
 
     def agent_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--model", help="local | scripted:FILE.json | openai:MODEL | anthropic:MODEL | ...")
+        p.add_argument("--model", action="append", help=MODEL_HELP)
         p.add_argument("--store", help=STORE_HELP)
         p.add_argument(
             "--agent",
@@ -222,7 +226,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--model")
+    serve.add_argument("--model", action="append", help=MODEL_HELP)
     serve.add_argument("--store", help=STORE_HELP)
     serve.add_argument("--tokens", help="file of 'TOKEN USER_ID' lines (bearer auth); also TOOLWIRE_TOKENS")
     serve.add_argument(

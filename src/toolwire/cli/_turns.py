@@ -8,6 +8,7 @@ import json
 import shlex
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,8 @@ async def build_agent(args: argparse.Namespace) -> tuple[Agent[Any, Any], Store]
     # Everything that can be refused without the store comes first: a bad model or agent creates no file.
     ref = getattr(args, "agent", None) or getattr(args, "agent_ref", None)
     with loading("loading the model…"):  # the embedded model imports llama.cpp and finds its weights
-        model = infer_model(args.model) if args.model else None
+        spec = model_spec(args.model)
+        model = infer_model(spec) if spec else None
         loaded = _load_agent(ref) if ref else None
         if loaded is not None and model is None:
             _ = loaded.model  # its own model, built now: a missing key is refused before the store opens
@@ -52,6 +54,18 @@ async def close_agent(agent: Agent[Any, Any], store: Store) -> None:
         await agent.aclose()
     finally:
         await store.close()  # given to the agent as an object, so the agent leaves it open
+
+
+def model_spec(values: Sequence[str] | str | None) -> str | list[str] | None:
+    """``--model`` as given (repeated, or with commas) as ``infer_model`` takes it: one model string, or a
+    list for a :class:`~toolwire.models.fallback.FallbackModel` (the first, then the next on a failure)."""
+    if values is None:
+        return None
+    names = [n.strip() for v in ([values] if isinstance(values, str) else values) for n in v.split(",")]
+    names = [n for n in names if n]
+    if not names:
+        return None
+    return names[0] if len(names) == 1 else names
 
 
 def _load_agent(ref: str) -> Agent[Any, Any]:
@@ -177,7 +191,7 @@ def print_pending(args: argparse.Namespace, session_id: str, pending: Any) -> No
     command = ["toolwire", "run", "--session", session_id, *answers]
     for option in ("agent", "model", "store"):
         if value := getattr(args, option, None):
-            command += [f"--{option}", value]
+            command += [f"--{option}", ",".join(value) if isinstance(value, list) else value]
     print_note(f"resume with: {shlex.join(command)}")
     print_note("  (--deny CALL_ID:REASON refuses a call; --output takes JSON or plain text)")
 

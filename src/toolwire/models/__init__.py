@@ -12,6 +12,7 @@ from toolwire.models._builder import collect
 from toolwire.models._catalog import PRESETS, Preset
 from toolwire.models._limits import Breaker, RateLimit, rate_limit
 from toolwire.models._providers import is_http_url
+from toolwire.models._tokens import estimate_request_tokens, record_usage
 from toolwire.models.base import Model, ModelRequest, ModelResponse, ModelSettings, ToolDefinition
 
 if TYPE_CHECKING:
@@ -188,6 +189,8 @@ __all__ = [
     "ScriptedModel",
     "ToolDefinition",
     "collect",
+    "estimate_request_tokens",
     "infer_model",
     "rate_limit",
+    "record_usage",
 ]

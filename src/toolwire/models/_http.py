@@ -13,7 +13,7 @@ import json
 import ssl
 import time
 from abc import abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, TypedDict, runtime_checkable
@@ -21,8 +21,14 @@ from typing import Any, Protocol, TypeAlias, TypedDict, runtime_checkable
 import httpx
 from pydantic_core import from_json
 
-from toolwire.errors import ProviderConnectionError, ProviderHTTPError, ProviderProtocolError
+from toolwire.errors import (
+    ContextLengthExceeded,
+    ProviderConnectionError,
+    ProviderHTTPError,
+    ProviderProtocolError,
+)
 from toolwire.models._sse import SSEDecoder, SSEEvent
+from toolwire.models._window import as_context_length, learn, window_key
 from toolwire.models.base import (
     Model,
     ModelRequest,
@@ -98,6 +104,8 @@ def error_details(body: Any) -> tuple[str | None, str | None]:
 
 
 def http_error(response: httpx.Response, content: bytes, *, provider: str, model: str) -> ProviderHTTPError:
+    """The typed error of an HTTP error response: a :class:`ContextLengthExceeded` when the provider says the
+    request is too long for the model (the limit parsed when stated), else a :class:`ProviderHTTPError`."""
     try:
         body: Any = json.loads(content) if content else None
     except ValueError:
@@ -105,7 +113,7 @@ def http_error(response: httpx.Response, content: bytes, *, provider: str, model
     code, message = error_details(body)
     if code is None:  # AWS puts the error type in a header: "ValidationException:http://..."
         code = response.headers.get("x-amzn-errortype", "").split(":")[0] or None
-    return ProviderHTTPError(
+    error = ProviderHTTPError(
         message or f"HTTP {response.status_code}",
         provider=provider,
         model=model,
@@ -115,6 +123,9 @@ def http_error(response: httpx.Response, content: bytes, *, provider: str, model
         body=body,
         retry_after=parse_retry_after(response.headers),
     )
+    typed = as_context_length(error)
+    assert isinstance(typed, ProviderHTTPError)  # ContextLengthExceeded is one
+    return typed
 
 
 def protocol_error(message: str, *, provider: str, model: str, retryable: bool = False) -> StreamError:
@@ -167,15 +178,22 @@ async def open_stream(
     json_body: Any = None,
     content: bytes | None = None,
     headers: Mapping[str, str] | None = None,
+    window: Hashable | None = None,
 ) -> AsyncIterator[httpx.Response]:
-    """Send a request and yield the streaming response; non-2xx and transport errors become typed errors."""
+    """Send a request and yield the streaming response; non-2xx and transport errors become typed errors.
+
+    A context-length error that states the model's window teaches it to the model identified by ``window``
+    (``toolwire.models._window.learn``)."""
     request = client.build_request(method, url, json=json_body, content=content, headers=headers)
     with _transport_errors(provider=provider, model=model, timeout="timed out", failure="connection failed"):
         response = await client.send(request, stream=True)
     try:
         if response.status_code >= 400:
             body = await response.aread()
-            raise http_error(response, body, provider=provider, model=model)
+            error = http_error(response, body, provider=provider, model=model)
+            if isinstance(error, ContextLengthExceeded) and error.limit and window is not None:
+                learn(window, error.limit)
+            raise error
         with _transport_errors(
             provider=provider, model=model, timeout="stream stalled", failure="stream broken"
         ):
@@ -231,6 +249,8 @@ class Connection(TypedDict, total=False):
     http_client: httpx.AsyncClient | None
     stream: bool
     headers: Mapping[str, str] | None
+    context_window: int | None
+    max_output_tokens: int | None
 
 
 class HTTPModel(Model):
@@ -241,7 +261,8 @@ class HTTPModel(Model):
     is borrowed (never closed here); without one the adapter opens its own on first use and :meth:`aclose`
     closes it, and a later request opens a new one (a client is bound to its event loop, and
     ``Agent.run_sync`` closes the model when its loop ends). ``stream=False`` asks for one JSON body, read
-    into the same parts. ``headers`` are added to every request.
+    into the same parts. ``headers`` are added to every request. ``context_window`` and ``max_output_tokens``
+    override the model's documented limits (see :attr:`~toolwire.models.base.Model.context_window`).
     """
 
     _sse_body = True
@@ -257,8 +278,12 @@ class HTTPModel(Model):
         http_client: httpx.AsyncClient | None = None,
         stream: bool = True,
         headers: Mapping[str, str] | None = None,
+        context_window: int | None = None,
+        max_output_tokens: int | None = None,
     ) -> None:
         self.model_name = model
+        self.context_window = context_window
+        self.max_output_tokens = max_output_tokens
         self.stream_enabled = stream
         self.extra_headers = dict(headers or {})
         self.base_url, self.api_key = self._credentials(api_key, base_url)
@@ -304,6 +329,7 @@ class HTTPModel(Model):
             json_body=json_body,
             content=content,
             headers={**exchange.headers, **self.extra_headers},
+            window=window_key(self),
         ) as response:
             yield StreamStart(warnings=tuple(exchange.warnings))
             metadata = self._response_metadata(response)

@@ -15,6 +15,7 @@ from toolwire.models._http import Exchange, HTTPModel, Json, WireParser
 from toolwire.models._metadata import RoundTrip, read_back
 from toolwire.models._providers import OPENAI, preset_endpoint
 from toolwire.models._strict_schema import close_schema
+from toolwire.models._window import as_context_length
 from toolwire.models.base import FinishReason, ModelRequest, StreamError
 
 PROVIDER = "openai"
@@ -152,13 +153,15 @@ def error_event(payload: Any, *, model: str) -> StreamError:
         isinstance(status, int) and (status >= 500 or status == 429)
     )
     return StreamError(
-        error=ProviderProtocolError(
-            str(message),
-            provider=PROVIDER,
-            model=model,
-            code=str(code) if code is not None else None,
-            retryable=retryable,
-            body=payload,
+        error=as_context_length(
+            ProviderProtocolError(
+                str(message),
+                provider=PROVIDER,
+                model=model,
+                code=str(code) if code is not None else None,
+                retryable=retryable,
+                body=payload,
+            )
         )
     )
 

@@ -16,6 +16,7 @@ from pydantic import Field, TypeAdapter
 from toolwire._fast_init import fast_frozen_init
 from toolwire.errors import ProviderError
 from toolwire.messages import Message, ProviderMetadata, ToolCallPart, ToolResultPart, Usage
+from toolwire.models._window import known_limits, learned, window_key
 
 FinishReason: TypeAlias = Literal["stop", "length", "tool-calls", "content-filter", "error", "other"]
 ToolChoice: TypeAlias = str
@@ -49,6 +50,12 @@ class ModelSettings:
     parallel_tool_calls: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     """Provider-specific request fields merged into the wire request as-is."""
+    cache_breakpoints: bool = True
+    """Mark the stable prefix for the provider's prompt cache: Anthropic ``cache_control`` (also on Vertex AI
+    and Bedrock), Bedrock Converse ``cachePoint`` blocks (see ``toolwire.models._cache``)."""
+    prompt_cache_key: bool | str = True
+    """OpenAI's ``prompt_cache_key`` (its own API only): True sends the request's ``cache_key`` (or one
+    derived from the instructions and tools), a string sends that key, False sends none."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,6 +74,9 @@ class ModelRequest:
     json_answer: bool = False
     """The answer is JSON text the instructions ask for (prompted output): streamed live, like an answer
     to ``output_schema``, not held back as a possible echo of tool-call arguments."""
+    cache_key: str | None = None
+    """What the conversation's requests share in the provider's prompt cache (the session id): OpenAI's
+    ``prompt_cache_key``. ``None``: one derived from the instructions and tools."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -276,6 +286,38 @@ class Model(ABC):
     """Whether ``output_mode="auto"`` puts the schema in the instructions (prompted) rather than asking
     through the ``final_result`` tool in a run without tools: for servers that enforce no schema and serve
     models that may lack function calling (OpenAI-compatible presets, see ``models._catalog``)."""
+    _context_window: int | None = None
+    _max_output_tokens: int | None = None
+
+    @property
+    def context_window(self) -> int | None:
+        """Tokens one request may hold, prompt and output together: as set (``context_window=``), else as
+        learned from the provider's own context-length error, else as documented for the model's family
+        (``toolwire.models._window``); ``None`` when unknown."""
+        if self._context_window is not None:
+            return self._context_window
+        stated = learned(window_key(self))
+        if stated is not None:
+            return stated
+        limits = known_limits(self.model_name)
+        return limits.context_window if limits is not None else None
+
+    @context_window.setter
+    def context_window(self, tokens: int | None) -> None:
+        self._context_window = tokens
+
+    @property
+    def max_output_tokens(self) -> int | None:
+        """The most tokens one answer may have: as set (``max_output_tokens=``), else as documented for the
+        model's family; ``None`` when unknown. (How many one request asks for is ``ModelSettings.max_tokens``.)"""
+        if self._max_output_tokens is not None:
+            return self._max_output_tokens
+        limits = known_limits(self.model_name)
+        return limits.max_output_tokens if limits is not None else None
+
+    @max_output_tokens.setter
+    def max_output_tokens(self, tokens: int | None) -> None:
+        self._max_output_tokens = tokens
 
     @property
     def otel_provider_name(self) -> str:

@@ -14,7 +14,6 @@ only while nothing of the answer has been yielded: a stream cut after output rai
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, TypeAlias
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from toolwire.errors import ConfigError, ProviderError
 from toolwire.models._builder import closing
 from toolwire.models._limits import Breaker, CircuitBreaker, breaker_for
+from toolwire.models._window import is_context_length_error
 from toolwire.models.base import (
     Model,
     ModelRequest,
@@ -40,23 +40,6 @@ FailoverOn: TypeAlias = int | str | type[ProviderError]
 
 
 _DEFAULT_BREAKER = Breaker()
-
-
-_CONTEXT_LENGTH = re.compile(
-    r"context[ _-]?(length|window)|prompt is too long|input is too long|too many (input )?tokens"
-    r"|exceeds the maximum (number of )?(input )?tokens|maximum context",
-    re.IGNORECASE,
-)
-"""How providers word a request longer than the model's window: OpenAI (and compatible servers, and the
-embedded model) ``context_length_exceeded``; Anthropic "prompt is too long"; Gemini "exceeds the maximum
-number of tokens"; Bedrock "Input is too long" / "too many input tokens"."""
-
-
-def is_context_length_error(error: ProviderError) -> bool:
-    """Whether ``error`` says the request does not fit the model's context window."""
-    if error.code == "context_length_exceeded":
-        return True
-    return error.status in (None, 400, 413) and bool(_CONTEXT_LENGTH.search(error.message))
 
 
 class FallbackModel(Model):
@@ -116,6 +99,25 @@ class FallbackModel(Model):
         return self.primary.otel_provider_name
 
     @property
+    def context_window(self) -> int | None:
+        """The primary's (a step is sized for the model asked first), unless set on the wrapper."""
+        return self._context_window if self._context_window is not None else self.primary.context_window
+
+    @context_window.setter
+    def context_window(self, tokens: int | None) -> None:
+        self._context_window = tokens
+
+    @property
+    def max_output_tokens(self) -> int | None:
+        return (
+            self._max_output_tokens if self._max_output_tokens is not None else self.primary.max_output_tokens
+        )
+
+    @max_output_tokens.setter
+    def max_output_tokens(self, tokens: int | None) -> None:
+        self._max_output_tokens = tokens
+
+    @property
     def native_output_with_tools(self) -> bool:
         return self.primary.native_output_with_tools
 
@@ -154,14 +156,16 @@ class FallbackModel(Model):
     ) -> Sequence[Model]:
         """The models still to ask after ``model`` failed a step with ``error`` (empty: the error ends it).
 
-        A context-length error goes to ``larger_context`` (not counted by the breaker: the model is well);
-        an error the wrapper fails over on goes to the ``remaining`` candidates and counts as a failure."""
-        if (
-            self.larger_context is not None
-            and model is not self.larger_context
-            and is_context_length_error(error)
-        ):
-            return (self.larger_context,)
+        A context-length error (not counted by the breaker: the model is well) goes to ``larger_context``,
+        or without one to the ``remaining`` candidates whose known window is larger than the failed one (the
+        window the error states, else the failed model's); an error the wrapper fails over on goes to the
+        ``remaining`` candidates and counts as a failure."""
+        if is_context_length_error(error) and model is not self.larger_context:
+            if self.larger_context is not None:
+                return (self.larger_context,)
+            larger = _larger_windows(remaining, getattr(error, "limit", None) or model.context_window)
+            if larger:
+                return larger
         if not self.fails_over(error):
             return ()
         self.failed(model, error)
@@ -215,3 +219,11 @@ class FallbackModel(Model):
     async def aclose(self) -> None:
         for model in (*self.models, *((self.larger_context,) if self.larger_context else ())):
             await model.aclose()
+
+
+def _larger_windows(models: Sequence[Model], window: int | None) -> Sequence[Model]:
+    """The ``models`` known to hold more than ``window`` tokens (none when that window is unknown: a model
+    of unknown size would likely fail the same way)."""
+    if window is None:
+        return ()
+    return tuple(m for m in models if (m.context_window or 0) > window)

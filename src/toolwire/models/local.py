@@ -31,6 +31,7 @@ from toolwire.messages import (
     ToolResultPart,
     Usage,
 )
+from toolwire.models._window import as_context_length
 from toolwire.models.base import (
     Finish,
     FinishReason,
@@ -167,6 +168,7 @@ class LocalModel(Model):
         self.model_name = path.stem
         self.n_threads = n_threads
         self.n_ctx = n_ctx
+        self.context_window = n_ctx  # llama.cpp's context holds the prompt and the answer together
         self.seed = seed
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -300,7 +302,9 @@ class LocalModel(Model):
     def _provider_error(self, error: BaseException) -> ProviderError:
         message = str(error) or type(error).__name__
         code = "context_length_exceeded" if "context window" in message else None
-        return ProviderError(message, provider=self.provider, model=self.model_name, code=code)
+        return as_context_length(
+            ProviderError(message, provider=self.provider, model=self.model_name, code=code)
+        )
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

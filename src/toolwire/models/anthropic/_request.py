@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from toolwire.errors import UnsupportedContentError
 from toolwire.messages import FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from toolwire.models._blocks import BlockHistory, tool_input
+from toolwire.models._cache import anthropic_breakpoints, bedrock_caches
 from toolwire.models._http import Json
 from toolwire.models._metadata import ANTHROPIC, read_back
 from toolwire.models._settings import SettingNames, sampling_fields
@@ -97,6 +98,11 @@ def build_body(request: ModelRequest, model: Options) -> tuple[Json, list[str]]:
         warnings.extend(f"output schema not fully closed: {problem}" for problem in closed.problems)
         body["output_config"] = {"format": {"type": "json_schema", "schema": closed.schema}}
     body.update(settings.extra)
+    # Claude on Bedrock's InvokeModel takes breakpoints on the models Bedrock caches for only.
+    if settings.cache_breakpoints and (
+        "anthropic." not in model.model_name or bedrock_caches(model.model_name)
+    ):
+        anthropic_breakpoints(body)
     return body, warnings
 
 

@@ -28,6 +28,7 @@ from toolwire.models._blocks import FINISH_REASONS, OpenBlocks, block_finish
 from toolwire.models._builder import compact_json
 from toolwire.models._delta_shortcut import DeltaShortcut
 from toolwire.models._http import Json, protocol_error
+from toolwire.models._window import as_context_length
 from toolwire.models.base import (
     Finish,
     FinishReason,
@@ -113,13 +114,15 @@ class AnthropicEventParser:
     def _error(self, error: Json, body: Any) -> StreamError:
         code = error.get("type")
         return StreamError(
-            error=ProviderProtocolError(
-                str(error.get("message") or code or "stream error"),
-                provider=PROVIDER,
-                model=self._model,
-                code=code,
-                retryable=code in _RETRYABLE_ERRORS,
-                body=body,
+            error=as_context_length(
+                ProviderProtocolError(
+                    str(error.get("message") or code or "stream error"),
+                    provider=PROVIDER,
+                    model=self._model,
+                    code=code,
+                    retryable=code in _RETRYABLE_ERRORS,
+                    body=body,
+                )
             )
         )
 

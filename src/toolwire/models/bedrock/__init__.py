@@ -19,6 +19,7 @@ import httpx
 from toolwire.errors import MissingExtraError, ProviderProtocolError
 from toolwire.models._http import Connection, Exchange, HTTPModel, Json, WireParser
 from toolwire.models._providers import aws_api_key, is_aws_url, missing_aws_credentials
+from toolwire.models._window import as_context_length
 from toolwire.models.base import ModelRequest, ResponseMetadata, StreamError
 from toolwire.models.bedrock._request import build_body
 from toolwire.models.bedrock._stream import PROVIDER, BedrockEventParser, events_from_response
@@ -93,7 +94,10 @@ class BedrockModel(HTTPModel):
 
     async def _exchange(self, request: ModelRequest) -> Exchange:
         body, warnings = build_body(
-            request, max_tokens=self.max_tokens, additional_fields=self.additional_fields
+            request,
+            model_id=self.model_name,
+            max_tokens=self.max_tokens,
+            additional_fields=self.additional_fields,
         )
         operation = "converse-stream" if self.stream_enabled else "converse"
         return await self._signed_exchange(
@@ -177,13 +181,15 @@ class BedrockModel(HTTPModel):
 
     def _stream_exception(self, code: str, message: str, body: Any) -> StreamError:
         return StreamError(
-            error=ProviderProtocolError(
-                message,
-                provider=self.provider,
-                model=self.model_name,
-                code=code,
-                retryable=code.lower() in _RETRYABLE_EXCEPTIONS,
-                body=body,
+            error=as_context_length(
+                ProviderProtocolError(
+                    message,
+                    provider=self.provider,
+                    model=self.model_name,
+                    code=code,
+                    retryable=code.lower() in _RETRYABLE_EXCEPTIONS,
+                    body=body,
+                )
             )
         )
 

@@ -17,6 +17,7 @@ from typing import Any
 from toolwire.errors import UnsupportedContentError
 from toolwire.messages import FilePart, ReasoningPart, ToolCallPart, ToolResultPart
 from toolwire.models._blocks import BlockHistory, tool_input
+from toolwire.models._cache import bedrock_cache_points, bedrock_caches
 from toolwire.models._http import Json
 from toolwire.models._metadata import BEDROCK
 from toolwire.models._settings import SettingNames, sampling_fields
@@ -48,8 +49,10 @@ def build_body(
     *,
     max_tokens: int | None,
     additional_fields: Mapping[str, Any],
+    model_id: str = "",
 ) -> tuple[Json, list[str]]:
-    """The JSON body for ``converse`` / ``converse-stream`` and the warnings about ignored settings."""
+    """The JSON body for ``converse`` / ``converse-stream`` and the warnings about ignored settings
+    (``model_id`` decides whether it gets ``cachePoint`` blocks: only the models Bedrock caches for do)."""
     system, messages = _History().turns(request)
     inference, warnings = sampling_fields(
         request.settings, _SETTINGS, wire="Bedrock Converse", default_max_tokens=max_tokens
@@ -80,6 +83,8 @@ def build_body(
     if request.settings.parallel_tool_calls is not None:
         warnings.append("parallel_tool_calls is not supported by Bedrock Converse and was ignored")
     body.update(request.settings.extra)
+    if request.settings.cache_breakpoints and bedrock_caches(model_id):
+        bedrock_cache_points(body)
     return body, warnings
 
 

@@ -17,10 +17,11 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolwire.errors import ProviderProtocolError
+from toolwire.errors import ProviderError, ProviderProtocolError
 from toolwire.messages import ProviderMetadata, Usage, new_id
 from toolwire.models._builder import TextKind, text_delta, text_end, text_start, whole_tool_input
 from toolwire.models._http import Json, protocol_error
+from toolwire.models._window import as_context_length
 from toolwire.models.base import (
     File,
     Finish,
@@ -69,19 +70,21 @@ def signature_metadata(part: dict[str, Any]) -> ProviderMetadata:
     return {PROVIDER: {"thoughtSignature": signature}} if isinstance(signature, str) and signature else {}
 
 
-def error_from_body(body: Json, *, model: str) -> ProviderProtocolError:
+def error_from_body(body: Json, *, model: str) -> ProviderError:
     """An ``{"error": {code, message, status}}`` element found inside a 200 response."""
     error = body.get("error")
     error = error if isinstance(error, dict) else {"message": str(error)}
     status, code = error.get("status"), error.get("code")
-    return ProviderProtocolError(
-        str(error.get("message") or "error in response stream"),
-        provider=PROVIDER,
-        model=model,
-        status=code if isinstance(code, int) else None,
-        code=str(status or code) if (status or code) is not None else None,
-        retryable=status in RETRYABLE_STATUS or code in _RETRYABLE_CODES,
-        body=body,
+    return as_context_length(
+        ProviderProtocolError(
+            str(error.get("message") or "error in response stream"),
+            provider=PROVIDER,
+            model=model,
+            status=code if isinstance(code, int) else None,
+            code=str(status or code) if (status or code) is not None else None,
+            retryable=status in RETRYABLE_STATUS or code in _RETRYABLE_CODES,
+            body=body,
+        )
     )
 
 

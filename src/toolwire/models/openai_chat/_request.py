@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolwire.errors import UnsupportedContentError
 from toolwire.messages import FilePart, Message, Part, ReasoningPart, ToolCallPart, ToolResultPart
+from toolwire.models._cache import prompt_cache_key
 from toolwire.models._http import Json
 from toolwire.models._metadata import OPENAI_CHAT
 from toolwire.models._openai_shared import (
@@ -17,6 +18,7 @@ from toolwire.models._openai_shared import (
     json_schema_format,
     openai_meta,
 )
+from toolwire.models._providers import OPENAI
 from toolwire.models._settings import SettingNames, sampling_fields
 from toolwire.models._tool_output import Media, Text, blocks, content_items, joined
 from toolwire.models.base import ModelRequest, ToolDefinition
@@ -51,6 +53,8 @@ def build_body(request: ModelRequest, model: OpenAIChatModel) -> tuple[Json, lis
             "type": "json_schema",
             "json_schema": json_schema_format(request, warnings),
         }
+    if model.base_url == OPENAI.default_base_url and (key := prompt_cache_key(request)) is not None:
+        body["prompt_cache_key"] = key
     body["stream"] = model.stream_enabled
     if model.stream_enabled and model.include_usage:
         body["stream_options"] = {"include_usage": True}

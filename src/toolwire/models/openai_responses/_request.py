@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, assert_never
 
 from toolwire.errors import UnsupportedContentError
 from toolwire.messages import FilePart, Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from toolwire.models._cache import prompt_cache_key
 from toolwire.models._http import Json
 from toolwire.models._metadata import OPENAI_RESPONSES, OPENAI_RESPONSES_FROM_MODEL
 from toolwire.models._openai_shared import (
@@ -18,6 +19,7 @@ from toolwire.models._openai_shared import (
     json_schema_format,
     openai_meta,
 )
+from toolwire.models._providers import OPENAI
 from toolwire.models._settings import SettingNames, sampling_fields
 from toolwire.models._tool_output import Media, blocks, content_items
 from toolwire.models.base import ModelRequest, ToolDefinition
@@ -75,6 +77,8 @@ def build_body(request: ModelRequest, model: OpenAIResponsesModel) -> tuple[Json
         body["reasoning"] = model.reasoning
     if request.output_schema is not None:
         body["text"] = {"format": {"type": "json_schema", **json_schema_format(request, warnings)}}
+    if model.base_url == OPENAI.default_base_url and (key := prompt_cache_key(request)) is not None:
+        body["prompt_cache_key"] = key
     body["stream"] = model.stream_enabled
     body.update(settings.extra)
     return body, warnings

@@ -1,0 +1,178 @@
+"""A long support session against loopback servers that enforce a context window and apply each provider's
+caching rules (``_long_session_servers.py``): what each turn sends, how much of it the cache serves, what
+100 turns cost at list prices, and whether the session survives its own length.
+
+    python benchmarks/long_session.py [--turns 300] [--families openai,anthropic] [--modes caching,off]
+
+Each turn is one user question, a ``lookup_order`` call whose result is ~2 KB of JSON, and an answer: two
+requests. ``caching`` is toolwire's default (breakpoints, ``prompt_cache_key``); ``off`` sets
+``ModelSettings(cache_breakpoints=False, prompt_cache_key=False)`` (OpenAI still caches by itself: its
+caching is automatic). Compaction is not built yet (issue 26 item 2): without it the session fails once its
+history outgrows the window, and every later turn fails the same way; the row says at which turn.
+Prices come from ``toolwire.pricing`` (genai-prices), for gpt-4o and claude-sonnet-4-5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import httpx
+from _long_session_servers import AnthropicServer, LongSessionServer, OpenAIServer, Served
+
+from toolwire import Agent
+from toolwire.errors import ProviderError
+from toolwire.messages import Usage
+from toolwire.models.anthropic import AnthropicModel
+from toolwire.models.base import Model, ModelSettings
+from toolwire.models.openai_chat import OpenAIChatModel
+from toolwire.pricing import estimate_cost
+
+INSTRUCTIONS = (
+    "You are the support desk of an online tea shop. Answer order questions from the order records the "
+    "lookup_order tool returns; never guess a status. Be brief and polite. "
+) * 40  # a real support prompt's length (~1,300 tokens): what the tools-and-system breakpoint caches
+
+
+def lookup_order(order_id: str) -> str:
+    """Find an order by its id."""
+    record = {
+        "order_id": order_id,
+        "status": "shipped",
+        "carrier": "La Poste",
+        "items": [
+            {"sku": f"TEA-{i:03d}", "name": "Darjeeling first flush, 100 g", "qty": 1} for i in range(18)
+        ],
+    }
+    return json.dumps(record)  # ~2 KB
+
+
+@dataclass
+class Family:
+    name: str
+    provider: str
+    model_name: str
+    window: int
+    server: type[LongSessionServer]
+
+    def model(self, base_url: str) -> Model:
+        if self.provider == "openai":
+            # Only OpenAI's own API gets prompt_cache_key: the model talks to it, and the transport takes
+            # its requests to the loopback server instead.
+            client = httpx.AsyncClient(transport=_ToLoopback(base_url), timeout=60.0)
+            return OpenAIChatModel(self.model_name, api_key="k", http_client=client, stream=False)
+        return AnthropicModel(self.model_name, api_key="k", base_url=base_url, stream=False)
+
+
+class _ToLoopback(httpx.AsyncBaseTransport):
+    def __init__(self, base_url: str) -> None:
+        self._base = httpx.URL(base_url)
+        self._inner = httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        request.url = request.url.copy_with(scheme="http", host=self._base.host, port=self._base.port)
+        request.headers["host"] = f"{self._base.host}:{self._base.port}"
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+FAMILIES = {
+    "openai": Family("openai", "openai", "gpt-4o", 128_000, OpenAIServer),
+    "anthropic": Family("anthropic", "anthropic", "claude-sonnet-4-5", 200_000, AnthropicServer),
+}
+
+
+@dataclass
+class Row:
+    family: str
+    mode: str
+    turns: int
+    completed: int
+    first_failure: int | None
+    per_turn: list[tuple[int, int, int, Decimal | None]]
+    """Per completed turn: input tokens, cache-read tokens, cache-write tokens, cost."""
+
+
+async def run_session(family: Family, mode: str, turns: int) -> Row:
+    settings = (
+        ModelSettings()
+        if mode == "caching"
+        else ModelSettings(cache_breakpoints=False, prompt_cache_key=False)
+    )
+    per_turn: list[tuple[int, int, int, Decimal | None]] = []
+    first_failure: int | None = None
+    async with family.server(window=family.window) as server:
+        agent = Agent(
+            family.model(server.base_url),
+            tools=[lookup_order],
+            instructions=INSTRUCTIONS,
+            store="memory://",
+            model_settings=settings,
+            retries=0,
+        )
+        for turn in range(1, turns + 1):
+            before = len(server.served)
+            try:
+                await agent.run(f"Where is my order A-{turn}?", session_id="long")
+            except ProviderError:
+                first_failure = first_failure or turn
+                continue
+            served: list[Served] = server.served[before:]
+            usage = Usage(
+                input_tokens=sum(s.input_tokens for s in served),
+                cache_read_tokens=sum(s.cache_read for s in served),
+                cache_write_tokens=sum(s.cache_write for s in served),
+                output_tokens=20 * len(served),
+            )
+            cost = estimate_cost(family.provider, family.model_name, usage)
+            per_turn.append((usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens, cost))
+        await agent.aclose()
+    return Row(family.name, mode, turns, len(per_turn), first_failure, per_turn)
+
+
+def describe(row: Row) -> str:
+    inputs = [t[0] for t in row.per_turn]
+    from_20 = row.per_turn[19:]
+    share = sum(t[1] for t in from_20) / max(sum(t[0] for t in from_20), 1)
+    costs = [t[3] for t in row.per_turn]
+    known = [c for c in costs if c is not None]
+    per_100 = f"${sum(known) / len(known) * 100:.2f}" if known and len(known) == len(costs) else "unknown"
+    ratio = (
+        f"{costs[-1] / costs[49]:.1f}x" if len(costs) >= 50 and costs[49] and costs[-1] is not None else "n/a"
+    )
+    failed = f"turn {row.first_failure} (and every later turn)" if row.first_failure else "none"
+    return (
+        f"| {row.family} | {row.mode} | {row.completed}/{row.turns} | {failed} | "
+        f"{statistics.median(inputs):,.0f} / {max(inputs):,} | {share:.0%} | 0 | {per_100} | {ratio} |"
+    )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--families", default="openai,anthropic")
+    parser.add_argument("--modes", default="caching,off")
+    args = parser.parse_args()
+    print(
+        "| family | caching | turns ok | first failure | input tokens per turn (p50 / max) | cache reads "
+        "from turn 20 | compactions | $ per 100 turns | last turn / turn 50 cost |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for family in args.families.split(","):
+        for mode in args.modes.split(","):
+            row = await run_session(FAMILIES[family], mode, args.turns)
+            print(describe(row), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
