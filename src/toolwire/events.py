@@ -485,6 +485,9 @@ class FailoverEvent(Envelope):
     """The HTTP status of the failure, when it was one."""
     dropped_output: bool = False
     """Whether the failed attempt had streamed output (then dropped)."""
+    usage: Usage = field(default_factory=Usage)
+    """What the failed attempt probably cost (the provider's report, else an estimate of what it read and
+    streamed; nothing for a request never answered), counted apart from the step's own usage."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -500,6 +503,28 @@ class ErrorEvent(Envelope):
     """Whether trying the same run again may succeed (e.g. a rate limit)."""
     step: int | None = None
     """The step that failed, when known."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionEvent(Envelope):
+    """The session's older turns were summarised to fit the model's context window (alias ``compaction``).
+
+    The messages stay stored; from now on what is sent starts with ``summary`` (in the instructions) and the
+    message ``first_kept_message_id``. Stored as a record of its own (``Store.compactions``)."""
+
+    type: Literal["compaction"] = "compaction"
+    compaction_id: str
+    first_kept_message_id: str
+    """The first message still sent whole; every message before it is covered by the summary."""
+    summary: str
+    provider: str | None = None
+    model: str | None = None
+    """The model that wrote the summary."""
+    usage: Usage = field(default_factory=Usage)
+    """What writing the summary cost."""
+    tokens_before: int = 0
+    """The estimated tokens of the step's request before the summary, and after."""
+    tokens_after: int = 0
 
 
 AgentEvent: TypeAlias = Annotated[
@@ -530,6 +555,7 @@ AgentEvent: TypeAlias = Annotated[
     | OutputAvailable
     | MessagePersisted
     | FailoverEvent
+    | CompactionEvent
     | ErrorEvent,
     Field(discriminator="type"),
 ]

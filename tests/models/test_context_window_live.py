@@ -47,6 +47,32 @@ async def test_the_real_servers_refusal_is_typed_and_teaches_the_window(small_se
     assert _model(small_server).context_window == SMALL_CTX  # any later model object of that server
 
 
+async def test_the_estimate_follows_the_real_servers_own_count(small_server: str) -> None:
+    """(Before the agents' tests: their requests teach this server's estimates too.) The server reports what
+    its tokenizer (and chat template) counted; a few of its answers correct the
+    characters-per-token ratio until an unseen request's estimate is within 20 % of its real count."""
+    model = _model(small_server)
+    sentences = [
+        "My parcel of black tea has not arrived yet.",
+        "Could you tell me when the order I placed on Monday will be shipped to Paris?",
+        "The mug I received was broken, and I would like a refund or a new one sent to my home address.",
+        "Please change the delivery address of my last order to the office, since nobody is at home during "
+        "the day and the courier keeps leaving notes.",
+    ]
+    for text in sentences:
+        request = ModelRequest(messages=[Message.user(text)], settings=SHORT)
+        response = await collect(model, request)
+        record_usage(model, request, response.usage)
+    for text in ("Where is my tea?", "How long does shipping a parcel of green tea to Lyon take? " * 2):
+        probe = ModelRequest(messages=[Message.user(text)], settings=SHORT)
+        estimate = estimate_request_tokens(model, probe)
+        untaught = estimate_request_tokens(_model("http://127.0.0.1:9/v1"), probe)  # the default ratio
+        actual = (await collect(model, probe)).usage.input_tokens
+        print(f"{text[:20]!r}: estimate {estimate}, untaught {untaught}, the server's count {actual}")
+        assert actual > 0 and abs(estimate - actual) <= 0.2 * actual
+    await model.aclose()
+
+
 async def test_a_session_that_outgrows_the_small_window_goes_on_at_a_larger_one(
     small_server: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -69,26 +95,19 @@ async def test_a_session_that_outgrows_the_small_window_goes_on_at_a_larger_one(
     assert answered_by[0] is None and answered_by[-1] == "smollm2"
 
 
-async def test_the_estimate_follows_the_real_servers_own_count(small_server: str) -> None:
-    """The server reports what its tokenizer (and chat template) counted; a few of its answers correct the
-    characters-per-token ratio until an unseen request's estimate is within 20 % of its real count."""
+async def test_a_session_that_outgrows_the_small_window_goes_on_there_compacted(small_server: str) -> None:
+    """(Last in this module: its requests teach the estimates of this server's model.) Without a larger model: the server's refusal teaches the window, the step is compacted (older turns
+    summarised by the same small model, or left out when its summary does not fit) and asked again, and
+    every later turn is compacted before it is sent."""
     model = _model(small_server)
-    sentences = [
-        "My parcel of black tea has not arrived yet.",
-        "Could you tell me when the order I placed on Monday will be shipped to Paris?",
-        "The mug I received was broken, and I would like a refund or a new one sent to my home address.",
-        "Please change the delivery address of my last order to the office, since nobody is at home during "
-        "the day and the courier keeps leaving notes.",
-    ]
-    for text in sentences:
-        request = ModelRequest(messages=[Message.user(text)], settings=SHORT)
-        response = await collect(model, request)
-        record_usage(model, request, response.usage)
-    for text in ("Where is my tea?", "How long does shipping a parcel of green tea to Lyon take? " * 2):
-        probe = ModelRequest(messages=[Message.user(text)], settings=SHORT)
-        estimate = estimate_request_tokens(model, probe)
-        untaught = estimate_request_tokens(_model("http://127.0.0.1:9/v1"), probe)  # the default ratio
-        actual = (await collect(model, probe)).usage.input_tokens
-        print(f"{text[:20]!r}: estimate {estimate}, untaught {untaught}, the server's count {actual}")
-        assert actual > 0 and abs(estimate - actual) <= 0.2 * actual
-    await model.aclose()
+    agent = Agent(model, model_settings=SHORT, retries=0)
+    session = "compacted"
+    for turn in range(6):
+        events = [
+            e async for e in agent.stream(f"Turn {turn}: " + "note this down. " * 12, session_id=session)
+        ]
+        assert events[-1].status == "completed", events[-2:]  # type: ignore[union-attr]
+    store = await agent.get_store()
+    assert len([m for m in await store.raw_messages(session) if m.role == "user"]) == 6  # all kept
+    assert model.context_window == SMALL_CTX
+    await agent.aclose()

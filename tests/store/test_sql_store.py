@@ -187,6 +187,10 @@ async def test_schema_is_the_same_on_every_engine(store: SQLStore) -> None:
             "id", "session_id", "tool_call_id", "message_id", "step", "tool_name", "args", "status", "output",
             "is_error", "started_at", "finished_at", "provider", "model", "interaction_id",
         ],
+        "toolwire_compactions": [
+            "id", "session_id", "first_kept_message_id", "summary", "provider", "model", "usage", "tokens_before",
+            "tokens_after", "created_at",
+        ],
     }  # fmt: skip
 
     def columns(sync_conn: sa.Connection) -> dict[str, list[str]]:

@@ -15,15 +15,16 @@ import asyncio
 import logging
 import random
 from collections.abc import AsyncGenerator, Sequence
-from typing import assert_never
+from typing import Any, assert_never
 
 from toolwire._text import clean_stream_part
+from toolwire.agent._compaction import Compactor
 from toolwire.agent._recorder import StepRecorder
 from toolwire.agent.config import RunConfig
 from toolwire.agent.drivers import Driver
 from toolwire.agent.drivers._default import default_driver
 from toolwire.agent.output import OutputPolicy
-from toolwire.errors import ProviderError, ProviderProtocolError, StepAborted
+from toolwire.errors import ContextLengthExceeded, ProviderError, ProviderProtocolError, StepAborted
 from toolwire.events import (
     AgentEvent,
     FailoverEvent,
@@ -40,9 +41,10 @@ from toolwire.events import (
     ToolInputDeltaEvent,
     ToolInputStartEvent,
 )
-from toolwire.messages import Message
+from toolwire.messages import Message, TextPart, Usage
 from toolwire.models._builder import MessageBuilder, closing
 from toolwire.models._limits import limiter_for
+from toolwire.models._tokens import failed_attempt_usage, record_usage
 from toolwire.models.base import (
     File,
     Finish,
@@ -72,10 +74,21 @@ logger = logging.getLogger("toolwire.agent")
 class ModelStep:
     """Streams model steps of one run as events."""
 
-    def __init__(self, config: RunConfig, recorder: StepRecorder, output: OutputPolicy | None) -> None:
+    def __init__(
+        self,
+        config: RunConfig,
+        recorder: StepRecorder,
+        output: OutputPolicy | None,
+        compactor: Compactor | None = None,
+        failed: list[tuple[str | None, str | None, Usage]] | None = None,
+    ) -> None:
         self._config = config
         self._recorder = recorder
         self._output = output
+        self._compactor = compactor
+        """Keeps requests within the model's window (``None``: compaction off)."""
+        self._failed: list[tuple[str | None, str | None, Usage]] = failed if failed is not None else []
+        """What the failed-over attempts of the run probably cost (provider, model, usage), apart."""
         self._drivers: dict[int, Driver] = {}
         """Drivers of a FallbackModel's candidates that need another than the agent's (a model without
         function calling among tool-calling ones): one per model for the whole run, as the agent's is
@@ -93,6 +106,15 @@ class ModelStep:
         if isinstance(model, FallbackModel):
             return self._failing_over(model, request, builder, message_id, step)
         return self._attempts(model, request, builder, message_id, step)  # no generator layer per event
+
+    async def prepare(
+        self, tools: list[ToolDefinition], history: Sequence[Message], step: int
+    ) -> tuple[ModelRequest, list[AgentEvent]]:
+        """What step ``step`` sends, compacted to fit the model's window, and the events of a compaction."""
+        request = self.request(tools, history, step)
+        if self._compactor is None:
+            return request, []
+        return await self._compactor.fit(self._config.model, request, self._recorder)
 
     def request(self, tools: list[ToolDefinition], history: Sequence[Message], step: int) -> ModelRequest:
         """What step ``step`` sends: the history, the run's tools (and ``final_result`` in tool output mode)."""
@@ -112,12 +134,14 @@ class ModelStep:
             output_schema=spec.output_schema if spec is not None else None,
             output_schema_name=spec.name if spec is not None else "output",
             json_answer=spec is not None and spec.mode == "prompted",
+            cache_key=self._recorder.session_id,  # a conversation's requests share the provider's cache
         )
 
     async def _failing_over(
         self, model: FallbackModel, request: ModelRequest, builder: MessageBuilder, message_id: str, step: int
     ) -> AsyncGenerator[AgentEvent, None]:
         queue = list(model.candidates())
+        recovered = False
         while queue:
             candidate = queue.pop(0)
             builder.provider, builder.model = candidate.provider, candidate.model_name  # who answers
@@ -129,9 +153,25 @@ class ModelStep:
                 if not isinstance(error, ProviderError):
                     raise
                 queue = list(model.after_failure(candidate, error, queue))
+                streamed = sum(len(p.text) for p in builder.parts() if isinstance(p, TextPart))
+                failed = failed_attempt_usage(
+                    candidate, request, answered=isinstance(exc, StepAborted), streamed_chars=streamed
+                )
+                if failed.requests or failed.input_tokens:
+                    self._failed.append((candidate.provider, candidate.model_name, failed))
+                builder.reset()
+                too_long = isinstance(error, ContextLengthExceeded) and not isinstance(exc, StepAborted)
+                if not queue and too_long and self._compactor is not None and not recovered:
+                    # No model with a larger window is left: compacted to fit, and asked once more.
+                    recovered = True
+                    assert isinstance(error, ContextLengthExceeded)
+                    request, events = await self._compactor.fit(model, request, self._recorder, refused=error)
+                    for event in events:
+                        yield event
+                    queue = list(model.candidates())
+                    continue
                 if not queue:
                     raise
-                builder.reset()
                 following = queue[0]
                 logger.warning("model step failed on %s (%s); failing over to %s", candidate.model_name, error,
                                following.model_name)  # fmt: skip
@@ -147,6 +187,7 @@ class ModelStep:
                     error_type=type(error).__name__,
                     status=error.status,
                     dropped_output=isinstance(exc, StepAborted),
+                    usage=failed,
                 )
                 continue
             model.answered(candidate)
@@ -160,12 +201,10 @@ class ModelStep:
         driver = self._driver_for(model)
         limiter = limiter_for(model)
         attempt = 0
+        recovered = False
         while True:
             emitted = False
-            if output is not None:
-                output.reset_partial()
-            if limiter is not None:
-                await limiter.acquire()
+            await self._begin_attempt(limiter)
             try:
                 stream, echo = driver.open_step(model, request)
                 async with closing(stream) as parts:
@@ -184,16 +223,20 @@ class ModelStep:
                     if event is not None:
                         emitted = True
                         yield event
-                if builder.finish is None:
-                    raise ProviderProtocolError(
-                        "the model stream ended without a finish part",
-                        provider=model.provider,
-                        model=model.model_name,
-                        retryable=True,
-                    )
-                if limiter is not None:
-                    limiter.record(builder.finish.usage.total_tokens)
+                self._answered(model, request, builder, limiter)
                 return
+            except ContextLengthExceeded as refusal:
+                # Too long after all (an estimate short of the provider's count, or an unknown window the
+                # error just taught): compacted to fit, and asked once more. A FallbackModel first tries
+                # its models with a larger window (``_failing_over``).
+                shortened = None if emitted or recovered else await self._shortened(model, request, refusal)
+                if shortened is None:
+                    raise
+                recovered = True
+                request, events = shortened
+                for event in events:
+                    yield event
+                builder.reset()
             except ProviderError as exc:
                 if emitted or not exc.retryable or attempt >= config.retries:
                     if emitted:
@@ -206,6 +249,38 @@ class ModelStep:
                 attempt += 1
                 builder.reset()
                 await asyncio.sleep(delay)
+
+    async def _begin_attempt(self, limiter: Any) -> None:
+        """Before each attempt: no partial output of an earlier one counts; the model's rate limit is kept."""
+        if self._output is not None:
+            self._output.reset_partial()
+        if limiter is not None:
+            await limiter.acquire()
+
+    def _answered(self, model: Model, request: ModelRequest, builder: MessageBuilder, limiter: Any) -> None:
+        """The attempt's stream ended: with a finish part (else a retryable protocol error), its tokens
+        counted by the model's rate limiter and, with compaction, by the token estimates."""
+        if builder.finish is None:
+            raise ProviderProtocolError(
+                "the model stream ended without a finish part",
+                provider=model.provider,
+                model=model.model_name,
+                retryable=True,
+            )
+        if limiter is not None:
+            limiter.record(builder.finish.usage.total_tokens)
+        if self._compactor is not None and model.counts_tokens:  # the estimates learn what it counts
+            record_usage(model, request, builder.finish.usage)
+
+    async def _shortened(
+        self, model: Model, request: ModelRequest, refusal: ContextLengthExceeded
+    ) -> tuple[ModelRequest, list[AgentEvent]] | None:
+        """``request`` compacted to fit ``model`` after it refused it as too long, with the events of the
+        compaction; ``None`` when it is not compacted here (compaction off, or a FallbackModel's: compacted
+        once no model with a larger window is left)."""
+        if self._compactor is None or isinstance(self._config.model, FallbackModel):
+            return None
+        return await self._compactor.fit(model, request, self._recorder, refused=refusal)
 
     def _driver_for(self, model: Model) -> Driver:
         """The agent's driver, unless ``model`` (a fallback) lacks the function calling the agent's model has

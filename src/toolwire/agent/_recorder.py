@@ -5,7 +5,8 @@ the session lock (taken, renewed after half its TTL, released), the event ``seq`
 store has recorded. Events are numbered here, at the moment they are published; a write that records a seq
 only ever records the seq of events already numbered. The hook calls a run makes are its methods, in the
 order a run makes them: ``open`` (``Store.open_run``), ``append`` (``append_message``), ``begin_step``,
-``complete_call`` (``complete_tool_call``), ``finish_step`` and ``release`` (``finish_step`` for the last
+``complete_call`` (``complete_tool_call``), ``finish_step``, when a request is compacted
+``record_compaction``, and ``release`` (``finish_step`` for the last
 seq, then ``unlock_session``). What a step's calls are and when their outcomes are written is the step's
 own business (:mod:`toolwire.agent._step`).
 
@@ -36,6 +37,7 @@ from toolwire.store._locks import lock_owner
 from toolwire.store.base import Store
 from toolwire.store.records import (
     CallCompletion,
+    CompactionRecord,
     OpenedHistory,
     SessionInfo,
     StepRecord,
@@ -341,6 +343,10 @@ class StepRecorder:
             title = title_from(message.text)
             if title:
                 await self.store.set_title(self.session.id, title, only_if_empty=True)
+
+    async def record_compaction(self, record: CompactionRecord) -> None:
+        """A summary the run's requests start from now on (``Store.record_compaction``)."""
+        await self._durably(lambda: self.store.record_compaction(record, fence=self._lock_owner))
 
     async def begin_step(
         self,

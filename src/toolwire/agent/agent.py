@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar, Token
 from typing import Any, Generic, TypedDict, Unpack, overload
 
+from toolwire.agent._compaction import Compaction
 from toolwire.agent._resume import plan_answers
 from toolwire.agent._sub_agent import sub_agent_tool
 from toolwire.agent.config import RunConfig, RunRequest
@@ -62,6 +63,7 @@ class _AgentOptions(TypedDict, total=False):
     user_id: str | None
     output_mode: OutputMode
     output_retries: int
+    compaction: Compaction | bool
 
 
 class Agent(Generic[DepsT, OutputT]):
@@ -130,6 +132,7 @@ class Agent(Generic[DepsT, OutputT]):
         output_type: Any = None,
         output_mode: OutputMode = "auto",
         output_retries: int = 2,
+        compaction: Compaction | bool = True,
     ) -> None:
         self._model_spec = model
         try:
@@ -166,6 +169,8 @@ class Agent(Generic[DepsT, OutputT]):
         self.user_id = user_id
         self.events = EventBus()
         self.output_retries = output_retries
+        self.compaction = Compaction() if compaction is True else compaction or None
+        """How a long session's requests are kept within the context window (``None``: never compacted)."""
         self._output_type = output_type
         self._output_mode: OutputMode = output_mode
         self._output_spec: OutputSpec | None = None
@@ -181,12 +186,9 @@ class Agent(Generic[DepsT, OutputT]):
         self._override_of: Agent[DepsT, OutputT] | None = None
         self._override_tokens: list[Token[Agent[Any, Any] | None]] = []
 
-    # -- the model, built on first use when its key was missing at construction ----------------------
-
     @property
     def model(self) -> Model:
-        """The model; a model string whose key was missing at construction is built here (or raises
-        :class:`~toolwire.errors.MissingKeyError`)."""
+        """The model (a model string whose key was missing at construction is built now, or raises)."""
         if self._model is None:
             self._model = infer_model(self._model_spec)
         return self._model
@@ -223,8 +225,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     @property
     def tools(self) -> list[Tool]:
-        """The effective tool set as of the last run start (each ``Tool`` names its ``source``);
-        :meth:`list_tools` connects tool sources first."""
+        """The effective tool set as of the last run start (:meth:`list_tools` connects sources first)."""
         return list(self.registry)
 
     async def list_tools(self) -> list[Tool]:
@@ -251,10 +252,8 @@ class Agent(Generic[DepsT, OutputT]):
         return self.events.wrap(events)
 
     def on(self, name: str, callback: EventCallback) -> Callable[[], None]:
-        """Subscribe to events by name (``"tool:start"``, ``"tool:end"``, ``"run:end"``, an event type, ``"*"``).
-
-        Returns a function that unsubscribes. See :mod:`toolwire.observability`.
-        """
+        """Subscribe to events by name (``"tool:start"``, ``"tool:end"``, ``"run:end"``, an event type, ``"*"``);
+        returns a function that unsubscribes (:mod:`toolwire.observability`)."""
         return self.events.on(name, callback)
 
     def override(
@@ -335,6 +334,7 @@ class Agent(Generic[DepsT, OutputT]):
             events=self.events,
             open_store=self.get_store,
             store_configured=self._store_spec is not None,
+            compaction=self.compaction,
         )
 
     # -- running ------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolwire.agent._compaction import Compaction
 from toolwire.agent.drivers import Driver
 from toolwire.agent.output import OutputSpec
 from toolwire.models.base import Model, ModelSettings, ToolChoice
@@ -51,6 +52,8 @@ class RunConfig:
     """The agent's own store (opened on first use)."""
     store_configured: bool
     """Whether the agent was given a store; a sub-agent without one records beside its caller."""
+    compaction: Compaction | None = None
+    """How requests are kept within the model's context window (``None``: never compacted)."""
 
     def tool_choice_for_step(self, step: int) -> ToolChoice:
         """``required`` or a named tool applies to the first step only; later steps are ``auto`` so the

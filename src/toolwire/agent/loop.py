@@ -21,6 +21,7 @@ from typing import Any, Generic, Self, cast
 from pydantic_core import to_jsonable_python
 
 from toolwire._text import clean_text
+from toolwire.agent._compaction import Compactor
 from toolwire.agent._model_step import ModelStep
 from toolwire.agent._resume import answer, take_over
 from toolwire.agent._scope import RunScope, RunSink
@@ -169,7 +170,9 @@ class AgentRun(Generic[OutputT]):
             config, store, self.session, self.interaction_id, deps=self.deps, tools=tools, request=request
         )
         self._scope = scope
-        return scope, ModelStep(config, scope.recorder, self._output), opened
+        compactor = Compactor(config.compaction, opened.compaction) if config.compaction is not None else None
+        model_step = ModelStep(config, scope.recorder, self._output, compactor, scope.ledger.failed_attempts)
+        return scope, model_step, opened
 
     async def _events(self) -> AsyncGenerator[AgentEvent, None]:
         scope, model_step, opened = await self._prepare()
@@ -187,9 +190,8 @@ class AgentRun(Generic[OutputT]):
                     raise MaxStepsExceeded(
                         f"the model still asked for tools after max_steps={config.max_steps} steps"
                     )
-                # One step, inline here (an async generator per step, and a hop per event, fewer): the
-                # model's events, then the step's calls recorded, run and finished (StepRun), then whether
-                # the run is done. aclosing: closing this run must close the inner generators at once.
+                # One step, inline (no generator per step): the model's events, its calls (StepRun), whether
+                # the run is done. aclosing: closing this run closes the inner generators at once.
                 await recorder.renew_lock()
                 if config.registry.sources:  # an MCP server may have announced new tools
                     await scope.refresh_tools(self._request)
@@ -198,7 +200,9 @@ class AgentRun(Generic[OutputT]):
                 )
                 builder = MessageBuilder(provider=config.model.provider, model=config.model.model_name)
                 message_id = new_id("msg_")
-                request = model_step.request(scope.tools, scope.history, number)
+                request, compacted = await model_step.prepare(scope.tools, scope.history, number)
+                for event in compacted:  # the history outgrew the window: older turns summarised
+                    yield event
                 model_events = model_step.stream(request, builder, message_id, number)
                 async with aclosing(model_events):
                     async for event in model_events:

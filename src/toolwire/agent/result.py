@@ -72,6 +72,20 @@ class RunResult(Generic[OutputT]):
     """(provider, model, usage) of every model request the run's sub-agents made (theirs included), kept
     apart from this run's own steps: ``usage`` and ``cost`` are this agent's, ``total_*`` add these."""
 
+    failed_attempts: list[tuple[str | None, str | None, Usage]] = field(default_factory=list)
+    """(provider, model, usage) of every attempt that failed over to another model (``FallbackModel``):
+    what it probably cost, kept apart from ``usage`` (see ``failed_usage``, ``failed_cost``)."""
+
+    @property
+    def failed_usage(self) -> Usage:
+        """Tokens and requests of the attempts that failed over."""
+        return sum((u for _, _, u in self.failed_attempts), Usage())
+
+    @property
+    def failed_cost(self) -> Decimal | None:
+        """Estimated USD cost of the attempts that failed over."""
+        return total_cost(self.failed_attempts)
+
     @property
     def cost(self) -> Decimal | None:
         """Estimated USD cost over this agent's own steps (``None`` when a model's price is unknown)."""
@@ -109,6 +123,7 @@ class RunLedger:
     step_usage: list[Usage] = field(default_factory=list)
     step_models: list[tuple[str | None, str | None]] = field(default_factory=list)
     sub_agent_steps: list[tuple[str | None, str | None, Usage]] = field(default_factory=list)
+    failed_attempts: list[tuple[str | None, str | None, Usage]] = field(default_factory=list)
     pending: list[PendingCall] = field(default_factory=list)
     status: InteractionStatus = "completed"
     done: bool = False
@@ -154,5 +169,6 @@ class RunLedger:
             step_usage=self.step_usage,
             step_models=self.step_models,
             sub_agent_steps=self.sub_agent_steps,
+            failed_attempts=self.failed_attempts,
             steps=len(self.step_usage),
         )

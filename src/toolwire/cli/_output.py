@@ -19,6 +19,7 @@ from rich.text import Text
 
 from toolwire.events import (
     AgentEvent,
+    CompactionEvent,
     ErrorEvent,
     FailoverEvent,
     InteractionEnd,
@@ -201,8 +202,8 @@ class EventPrinter:
             case ErrorEvent():
                 if event.session_id == self.session_id:
                     self.error = event.message
-            case FailoverEvent():
-                self._show_failover(indent, event)
+            case FailoverEvent() | CompactionEvent():
+                self._show_model_note(indent, event)
             case _:
                 pass
 
@@ -217,6 +218,15 @@ class EventPrinter:
         self._line(indent, ("▶ ", CYAN), (event.tool_name, CYAN), f"({clip(args, 200)})")
         self.running[(event.session_id, event.tool_call_id)] = (event.tool_name, event.started_at)
         self._update_status()
+
+    def _show_model_note(self, indent: str, event: FailoverEvent | CompactionEvent) -> None:
+        if isinstance(event, FailoverEvent):
+            self._show_failover(indent, event)
+            return
+        summarised = (
+            f"older turns summarised by {event.model} ({event.tokens_before} → {event.tokens_after} tokens)"
+        )
+        self._line(indent, ("⤵ compaction ", "yellow"), summarised)
 
     def _show_failover(self, indent: str, event: FailoverEvent) -> None:
         dropped = "; what it streamed is dropped" if event.dropped_output else ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypeAlias, get_args
+from typing import Annotated, Any, ClassVar, Literal, TypeAlias, get_args
 
 from pydantic import Field, TypeAdapter
 
@@ -286,6 +286,9 @@ class Model(ABC):
     """Whether ``output_mode="auto"`` puts the schema in the instructions (prompted) rather than asking
     through the ``final_result`` tool in a run without tools: for servers that enforce no schema and serve
     models that may lack function calling (OpenAI-compatible presets, see ``models._catalog``)."""
+    counts_tokens: ClassVar[bool] = True
+    """Whether the usage it reports is the provider's own count of a request's tokens (what the token
+    estimates learn from); a scripted model's is made up."""
     _context_window: int | None = None
     _max_output_tokens: int | None = None
 

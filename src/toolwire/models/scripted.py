@@ -55,6 +55,8 @@ class ScriptedModel(Model):
 
     provider = "scripted"
 
+    counts_tokens = False  # its usage is made up: the token estimates never learn from it
+
     def __init__(
         self,
         turns: Sequence[Sequence[Part]] | Callable[[ModelRequest], Sequence[Part]],

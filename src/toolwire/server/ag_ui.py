@@ -37,6 +37,7 @@ from toolwire.agent.agent import Agent
 from toolwire.errors import ResumeError
 from toolwire.events import (
     AgentEvent,
+    CompactionEvent,
     CustomDataEvent,
     ErrorEvent,
     FailoverEvent,
@@ -306,6 +307,16 @@ class AGUIEncoder:
             yield {"type": "REASONING_END", "messageId": event.id}
         elif isinstance(event, FailoverEvent):
             yield from self._failover(event)
+        elif isinstance(event, CompactionEvent):
+            yield {
+                "type": "CUSTOM",
+                "name": "compaction",
+                "value": {
+                    "summary": event.summary,
+                    "tokensBefore": event.tokens_before,
+                    "tokensAfter": event.tokens_after,
+                },
+            }
         elif isinstance(event, ToolInputStartEvent):
             start = self._call_start(event.tool_call_id, event.tool_name)
             if self._message_id is None:

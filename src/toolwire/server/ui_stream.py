@@ -42,6 +42,7 @@ from typing import Any
 
 from toolwire.events import (
     AgentEvent,
+    CompactionEvent,
     ErrorEvent,
     FailoverEvent,
     InteractionEnd,
@@ -178,6 +179,19 @@ class UIStreamEncoder:
             yield {"type": "reasoning-end", "id": event.id}
         elif isinstance(event, FailoverEvent):
             yield from self._failover(event)
+        elif isinstance(
+            event, CompactionEvent
+        ):  # older turns summarised: kept in the message, shown as a note
+            yield {
+                "type": "data-compaction",
+                "data": {
+                    "summary": event.summary,
+                    "model": f"{event.provider}:{event.model}",
+                    "firstKeptMessageId": event.first_kept_message_id,
+                    "tokensBefore": event.tokens_before,
+                    "tokensAfter": event.tokens_after,
+                },
+            }
         elif isinstance(event, ToolInputStartEvent):
             self._step_calls[event.tool_call_id] = None
             chunk: dict[str, Any] = {

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from pydantic_core import PydanticSerializationError
 from sqlalchemy.dialects import postgresql, sqlite
 
+from toolwire._text import without_nul
 from toolwire.errors import ConfigError, LeaseLostError, StoreError
 from toolwire.messages import (
     Message,
@@ -24,8 +25,8 @@ from toolwire.messages import (
 )
 from toolwire.store._sql_direct import write_rows
 from toolwire.store.history import INTERRUPTED_OUTPUT
-from toolwire.store.records import CallCompletion, SessionInfo, ToolCallRecord
-from toolwire.store.schema import STATUS_CHECK, messages, sessions, tool_calls
+from toolwire.store.records import CallCompletion, CompactionRecord, SessionInfo, ToolCallRecord
+from toolwire.store.schema import STATUS_CHECK, compactions, messages, sessions, tool_calls
 
 MARK_INTERRUPTED = (
     sa.update(tool_calls)
@@ -438,4 +439,43 @@ def tool_call_from_row(row: sa.Row[Any]) -> ToolCallRecord:
         provider=row.provider,
         model=row.model,
         interaction_id=row.interaction_id,
+    )
+
+
+LATEST_COMPACTION = (
+    sa.select(compactions)
+    .where(compactions.c.session_id == sa.bindparam("q_session"))
+    .order_by(compactions.c.created_at.desc(), compactions.c.id.desc())
+    .limit(1)
+)
+"""The session's latest summary, read as a run opens it (typed: its usage is JSON)."""
+
+
+def compaction_row(record: CompactionRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "session_id": record.session_id,
+        "first_kept_message_id": record.first_kept_message_id,
+        "summary": without_nul(record.summary),  # PostgreSQL text holds no U+0000
+        "provider": record.provider,
+        "model": record.model,
+        "usage": usage_to_json(record.usage),
+        "tokens_before": record.tokens_before,
+        "tokens_after": record.tokens_after,
+        "created_at": record.created_at,
+    }
+
+
+def compaction_from_row(row: Any) -> CompactionRecord:
+    return CompactionRecord(
+        id=row.id,
+        session_id=row.session_id,
+        first_kept_message_id=row.first_kept_message_id,
+        summary=row.summary,
+        provider=row.provider,
+        model=row.model,
+        usage=usage_from_json(row.usage),
+        tokens_before=row.tokens_before,
+        tokens_after=row.tokens_after,
+        created_at=row.created_at,
     )

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from toolwire.messages import Message, Usage
@@ -44,6 +45,7 @@ from toolwire.store.history import repair_history
 from toolwire.store.records import (
     CallCompletion,
     CallKey,
+    CompactionRecord,
     OpenedHistory,
     SessionInfo,
     StepRecord,
@@ -78,6 +80,8 @@ class SessionReader(Protocol):
     async def tool_calls(self, session_id: str) -> list[ToolCallRecord]: ...
 
     async def steps(self, session_id: str) -> list[StoredStep]: ...
+
+    async def compactions(self, session_id: str) -> list[CompactionRecord]: ...
 
     async def load_history(
         self, session_id: str, *, mark_interrupted: bool = False, max_output_chars: int = 0
@@ -184,6 +188,15 @@ class Store(ABC):
         ``completed`` calls (as :meth:`complete_tool_call` writes them): one transaction."""
 
     @abstractmethod
+    async def record_compaction(self, record: CompactionRecord, *, fence: str | None = None) -> None:
+        """A summary that stands for the start of the session's history in what runs send from now on
+        (the messages stay stored: see :mod:`toolwire.agent._compaction`)."""
+
+    @abstractmethod
+    async def compactions(self, session_id: str) -> list[CompactionRecord]:
+        """The session's summaries, oldest first (the last one applies)."""
+
+    @abstractmethod
     async def raw_messages(self, session_id: str) -> list[Message]:
         """Messages exactly as stored, in order (no repair)."""
 
@@ -216,7 +229,9 @@ class Store(ABC):
         """What a run reads when it starts, as the holder of the session lock: the repaired history (its
         unfinished calls recorded as interrupted, as with ``mark_interrupted=True``) and the calls a
         paused run left awaiting a person, from the same two reads."""
-        return await self._repaired(session_id, True, max_output_chars)
+        opened = await self._repaired(session_id, True, max_output_chars)
+        latest = (await self.compactions(session_id))[-1:]
+        return replace(opened, compaction=latest[0]) if latest else opened
 
     async def open_run(
         self,

@@ -17,6 +17,7 @@ from toolwire.store.history import INTERRUPTED_OUTPUT
 from toolwire.store.records import (
     CallCompletion,
     CallKey,
+    CompactionRecord,
     SessionInfo,
     StepRecord,
     StoredStep,
@@ -34,6 +35,7 @@ class MemoryStore(Store):
         self._messages: dict[str, list[Message]] = {}
         self._calls: dict[str, dict[CallKey, ToolCallRecord]] = {}
         self._steps: dict[str, list[StoredStep]] = {}
+        self._compactions: dict[str, list[CompactionRecord]] = {}
         self._locks: dict[str, tuple[str, float]] = {}
         self._touched: dict[str, float] = {}
         """Last write per session (``updated_at``), kept apart: rebuilding the frozen row on every write
@@ -149,6 +151,13 @@ class MemoryStore(Store):
                 finished_at=finished_at,
             )
 
+    async def record_compaction(self, record: CompactionRecord, *, fence: str | None = None) -> None:
+        self._check_fence(record.session_id, fence)
+        self._compactions.setdefault(record.session_id, []).append(record)
+
+    async def compactions(self, session_id: str) -> list[CompactionRecord]:
+        return list(self._compactions.get(session_id, []))
+
     async def finish_step(
         self,
         session_id: str,
@@ -217,6 +226,7 @@ class MemoryStore(Store):
                 self._messages,
                 self._calls,
                 self._steps,
+                self._compactions,
                 self._locks,
                 self._touched,
             ):
@@ -240,7 +250,14 @@ class MemoryStore(Store):
             for s in self._sessions.values()
             if s.user_session_id == session_id and s.id != session_id and s.created_at >= since
         ]:
-            for table in (self._sessions, self._messages, self._calls, self._steps, self._locks):
+            for table in (
+                self._sessions,
+                self._messages,
+                self._calls,
+                self._steps,
+                self._locks,
+                self._compactions,
+            ):
                 table.pop(sub, None)
         self._touch(session_id)
         return True

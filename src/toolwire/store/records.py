@@ -78,6 +78,27 @@ def check_owner(
         raise SessionAccessError(f"session {info.id!r} is not a sub-session of {parent_session_id!r}")
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionRecord:
+    """A summary that stands for the start of a session's history in what its requests send (the store
+    keeps every message: see :mod:`toolwire.agent._compaction`)."""
+
+    id: str
+    session_id: str
+    first_kept_message_id: str
+    """The first message sent after the summary: every message before it is covered by ``summary``."""
+    summary: str
+    provider: str | None = None
+    model: str | None = None
+    """The model that wrote the summary."""
+    usage: Usage = field(default_factory=Usage)
+    """What writing it cost."""
+    tokens_before: int = 0
+    """The estimated tokens of the request it was written for, before and after."""
+    tokens_after: int = 0
+    created_at: float = 0.0
+
+
 @fast_frozen_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallRecord:
@@ -166,3 +187,5 @@ class OpenedHistory:
     epoch: int = 0
     """The lease epoch of this run's claim of the session (the session's count of claims, this one
     included): the run's events are refused once a takeover fenced it (0: the store keeps no epochs)."""
+    compaction: CompactionRecord | None = None
+    """The session's latest summary, which what the run sends starts from."""

@@ -106,3 +106,22 @@ tool_calls = sa.Table(
     ),
     sa.CheckConstraint(STATUS_CHECK, name="ck_toolwire_tool_calls_status"),
 )
+
+
+compactions = sa.Table(
+    "toolwire_compactions",
+    metadata,
+    # A summary standing for the start of a session's history in what runs send (toolwire.agent._compaction).
+    sa.Column("id", _ID, primary_key=True),
+    sa.Column(
+        "session_id", _ID, sa.ForeignKey(sessions.c.id, ondelete="CASCADE"), nullable=False, index=True
+    ),
+    sa.Column("first_kept_message_id", _ID, nullable=False),
+    sa.Column("summary", sa.Text, nullable=False),
+    sa.Column("provider", sa.String(255), nullable=True),
+    sa.Column("model", sa.String(255), nullable=True),
+    sa.Column("usage", sa.JSON, nullable=False),
+    sa.Column("tokens_before", sa.Integer, nullable=False),
+    sa.Column("tokens_after", sa.Integer, nullable=False),
+    sa.Column("created_at", _Timestamp, nullable=False),
+)

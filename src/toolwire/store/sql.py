@@ -48,10 +48,13 @@ from toolwire.store._sql_rows import (
     COMPLETE_CALL,
     COMPLETE_HELD_CALL,
     HAS_MESSAGES,
+    LATEST_COMPACTION,
     MARK_INTERRUPTED,
     SESSION_MESSAGES,
     SESSION_TOOL_CALLS,
     check_schema,
+    compaction_from_row,
+    compaction_row,
     completion_row,
     dumps,
     insert_message,
@@ -68,6 +71,7 @@ from toolwire.store.base import DEFAULT_URL, Store, repaired_history
 from toolwire.store.records import (
     CallCompletion,
     CallKey,
+    CompactionRecord,
     OpenedHistory,
     SessionInfo,
     StepRecord,
@@ -77,7 +81,7 @@ from toolwire.store.records import (
     check_owner,
 )
 from toolwire.store.replication import Replication
-from toolwire.store.schema import messages, metadata, sessions, tool_calls
+from toolwire.store.schema import compactions, messages, metadata, sessions, tool_calls
 
 T = TypeVar("T")
 
@@ -368,6 +372,24 @@ class SQLStore(Store):
         rows = await self._read("read tool calls", lambda conn: conn.execute(SESSION_TOOL_CALLS, key).all())
         return [tool_call_from_row(row) for row in rows]
 
+    async def record_compaction(self, record: CompactionRecord, *, fence: str | None = None) -> None:
+        row = compaction_row(record)
+
+        def op(conn: sa.Connection) -> None:
+            touch(conn, record.session_id, fence=fence)
+            conn.execute(self._writer.insert_ignoring(compactions, ["id"]), row)  # a retry writes it once
+
+        await self._write("record a compaction", op)
+
+    async def compactions(self, session_id: str) -> list[CompactionRecord]:
+        query = (
+            sa.select(compactions)
+            .where(compactions.c.session_id == session_id)
+            .order_by(compactions.c.created_at, compactions.c.id)
+        )
+        rows = await self._read("read compactions", lambda conn: conn.execute(query).all())
+        return [compaction_from_row(row) for row in rows]
+
     async def mark_interrupted(self, session_id: str, calls: Sequence[CallKey]) -> None:
         if not calls:
             return
@@ -472,6 +494,7 @@ class SQLStore(Store):
                 ):
                     raise SessionBusyError(f"session {session_id} is busy with a run")
             ids = [row.id for row in rows]
+            conn.execute(sa.delete(compactions).where(compactions.c.session_id.in_(ids)))
             conn.execute(sa.delete(tool_calls).where(tool_calls.c.session_id.in_(ids)))
             conn.execute(sa.delete(messages).where(messages.c.session_id.in_(ids)))
             conn.execute(sa.delete(sessions).where(sessions.c.id.in_(ids)))
@@ -507,6 +530,7 @@ class SQLStore(Store):
             )
             sub_ids = [r.id for r in conn.execute(subs).all()]
             if sub_ids:
+                conn.execute(sa.delete(compactions).where(compactions.c.session_id.in_(sub_ids)))
                 conn.execute(sa.delete(tool_calls).where(tool_calls.c.session_id.in_(sub_ids)))
                 conn.execute(sa.delete(messages).where(messages.c.session_id.in_(sub_ids)))
                 conn.execute(sa.delete(sessions).where(sessions.c.id.in_(sub_ids)))
@@ -604,7 +628,9 @@ class SQLStore(Store):
             )
             if opened.interrupted:
                 conn.execute(MARK_INTERRUPTED, _interrupted_rows(info.id, opened.interrupted))
-            return stored, replace(opened, epoch=epoch)
+            latest = conn.execute(LATEST_COMPACTION, key).first()
+            compaction = compaction_from_row(latest) if latest is not None else None
+            return stored, replace(opened, epoch=epoch, compaction=compaction)
 
         return await self._write("open a run", op)
 

@@ -17,6 +17,7 @@ from typing import Any, assert_never
 from toolwire.events import (
     AgentEvent,
     AwaitingKind,
+    CompactionEvent,
     CustomDataEvent,
     ErrorEvent,
     FailoverEvent,
@@ -172,6 +173,9 @@ class Rules:
                 self._note(state, "system", text=event.message, level="error", tool_call_id=None)
             case FailoverEvent():
                 self._failover(state, event)
+            case CompactionEvent():
+                text = "Earlier messages were summarised to fit the model's context window."
+                self._note(state, "system", text=text, level="info", tool_call_id=None)
             case MediaEvent():
                 entry = self._note(state, "media", text="", level=None, tool_call_id=event.tool_call_id)
                 entry.content_type, entry.url, entry.data = event.content_type, event.url, event.data

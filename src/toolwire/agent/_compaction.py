@@ -1,0 +1,297 @@
+"""Compaction: what a step SENDS shrinks when the history outgrows the model's context window.
+
+The store keeps the whole history; only the request changes, in this order:
+
+1. **A stored summary applies.** The session's latest :class:`~toolwire.store.records.CompactionRecord`
+   replaces the messages before its first kept message with its summary, in the instructions (valid for
+   every provider: no message of another role is invented, the first message stays the user's).
+2. **Old tool results shrink.** When the request would pass ``threshold`` of the window, the results of
+   earlier turns, oldest first and only the large ones, are replaced by a short stand-in. Every call keeps
+   a result and every part keeps its provider metadata (signatures), so the request stays valid for any
+   adapter. This is recomputed at each step from the history, never stored.
+3. **Older turns become a summary.** Still too long: the turns before the most recent ones are summarised
+   by the agent's model (or ``Compaction(summary_model=...)``), stored as a record of its own (what it
+   covers, the summary, the model, its usage) through the run's recorder, announced (``compaction``) and
+   reused by every later step and turn, in any process or replica. A summary cuts at a user turn, so no
+   call is separated from its result.
+4. **The summariser failed** (an error, or its own request too long): the oldest turns are left out of
+   this request instead; nothing is stored and the session goes on.
+
+A provider's :class:`~toolwire.errors.ContextLengthExceeded` asks for the same with ``force`` (the model
+step asks again once): the window it states is learned, and the request is cut to the threshold of it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from toolwire.errors import ContextLengthExceeded
+from toolwire.events import AgentEvent, CompactionEvent
+from toolwire.messages import Message, TextPart, ToolResultPart, Usage, new_id
+from toolwire.models._builder import collect
+from toolwire.models._tokens import chars_per_token, estimate_request_tokens
+from toolwire.models.base import Model, ModelRequest, ModelSettings
+from toolwire.models.fallback import FallbackModel
+from toolwire.store.records import CompactionRecord
+
+logger = logging.getLogger("toolwire.agent")
+
+SUMMARY_INSTRUCTIONS = (
+    "You write the memory of a conversation between a user and an assistant that uses tools. Summarise the "
+    "conversation below so the assistant can go on without it: the user's goals and preferences, facts "
+    "learned (names, numbers, ids, dates exactly as written), what tools returned that still matters, "
+    "decisions made and what is still open. Write plain sentences, no preamble, at most 300 words."
+)
+SUMMARY_HEADING = (
+    "Summary of the earlier conversation (older messages were summarised to fit the context window):"
+)
+STAND_IN = "[{chars} characters of this tool result were left out to fit the context window]"
+_MIN_TRIMMED_CHARS = 400
+"""A result shorter than this is not worth its stand-in."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Compaction:
+    """How a long session is kept within its model's context window (``Agent(..., compaction=...)``).
+
+    On by default; ``Agent(..., compaction=False)`` sends the whole history on every step (a request
+    that outgrows the window then fails at the provider).
+    """
+
+    threshold: float = 0.8
+    """The share of the context window a request may fill before it is compacted."""
+    keep_recent_turns: int = 2
+    """User turns (with their steps) always sent whole, the current one included."""
+    trim_tool_results: bool = True
+    """Shrink earlier turns' large tool results first (recomputed per step, never stored)."""
+    summarize: bool = True
+    """Then replace older turns with a stored summary."""
+    summary_model: Model | None = None
+    """The model that writes summaries (a cheaper one); ``None``: the agent's own."""
+    max_summary_input_chars: int = 200_000
+    """At most this much of the older conversation is sent to the summariser (its most recent part)."""
+
+
+class Compactor:
+    """The compaction of one run's requests (see the module docstring)."""
+
+    def __init__(self, settings: Compaction, latest: CompactionRecord | None) -> None:
+        self._settings = settings
+        self.latest = latest
+        """The session's latest stored summary (read when the run opened, then this run's own)."""
+        self._unfitted: ModelRequest | None = None
+        """The last request as the step built it, before it was fitted."""
+
+    async def fit(
+        self,
+        model: Model,
+        request: ModelRequest,
+        recorder: Any,
+        *,
+        refused: ContextLengthExceeded | None = None,
+    ) -> tuple[ModelRequest, list[AgentEvent]]:
+        """``request`` as it fits ``model``'s window, and the events to publish (a new summary's).
+
+        ``refused``: the provider refused ``request`` (already fitted by an earlier call) as too long: the
+        step's own request is compacted again, to fit the window the refusal taught, scaled by how far the
+        estimate fell short of the provider's count when it stated both."""
+        force = refused is not None
+        if force and self._unfitted is not None:
+            request = self._unfitted
+        self._unfitted = request
+        request = self._with_summary(request)
+        window = _window(model)
+        if window is None and not force:
+            return request, []  # unknown (never learned): sent as it is; its error teaches the window
+        before = estimate_request_tokens(model, request)
+        # A refusal that stated no window: a third shorter than what was refused.
+        budget = int(window * self._settings.threshold) if window is not None else int(before * 0.67)
+        if refused is not None and refused.requested and refused.limit:
+            # The provider counts differently: the budget in the estimate's own units.
+            budget = min(budget, int(refused.limit * self._settings.threshold * before / refused.requested))
+        if before <= budget:
+            if not force:
+                return request, []
+            budget = int(before * 0.67)  # refused though it looked short enough: the estimate was low
+        per_token = chars_per_token(model)
+        # Refused by the provider: only the current turn is kept whole.
+        keep = 1 if force else self._settings.keep_recent_turns
+        if self._settings.trim_tool_results:
+            request, before = _trim_results(request, before, budget, per_token, keep)
+            if before <= budget:
+                return request, []
+        cut = _turn_cut(request.messages, keep)
+        if cut <= 0:
+            return request, []  # only recent turns left: nothing older to leave out
+        if self._settings.summarize:
+            try:
+                record, events = await self._summarise(model, request, cut, before, recorder)
+            except Exception as exc:  # never a broken session: leave the oldest turns out instead
+                logger.warning(
+                    "compaction: the summary failed (%s); older turns are left out of this request", exc
+                )
+            else:
+                self.latest = record
+                return self._fitted_again(model, budget, keep), events
+        shorter = replace(request, messages=request.messages[cut:])
+        if force and self._unfitted is not None:  # without the summary, which may be what does not fit
+            shorter = replace(shorter, instructions=self._unfitted.instructions)
+        return shorter, []
+
+    def _fitted_again(self, model: Model, budget: int, keep: int) -> ModelRequest:
+        """The step's request from the new summary on, its kept turns' results trimmed if still too long."""
+        assert self._unfitted is not None
+        request = self._with_summary(self._unfitted)
+        tokens = estimate_request_tokens(model, request)
+        if self._settings.trim_tool_results and tokens > budget:
+            request, _ = _trim_results(request, tokens, budget, chars_per_token(model), keep)
+        return request
+
+    def _with_summary(self, request: ModelRequest) -> ModelRequest:
+        """The stored summary in place of the messages it covers (a summary whose first kept message is
+        gone, the conversation edited before it, no longer applies)."""
+        record = self.latest
+        if record is None:
+            return request
+        at = next((i for i, m in enumerate(request.messages) if m.id == record.first_kept_message_id), None)
+        if at is None:
+            return request
+        instructions = f"{request.instructions}\n\n" if request.instructions else ""
+        return replace(
+            request,
+            messages=request.messages[at:],
+            instructions=f"{instructions}{SUMMARY_HEADING}\n{record.summary}",
+        )
+
+    async def _summarise(
+        self, model: Model, request: ModelRequest, cut: int, before: int, recorder: Any
+    ) -> tuple[CompactionRecord, list[AgentEvent]]:
+        writer = self._settings.summary_model or model
+        limit = self._settings.max_summary_input_chars
+        if (window := _window(writer)) is not None:  # the summariser's own request must fit its window
+            limit = min(limit, int(window * 0.5 * chars_per_token(writer)) - len(SUMMARY_INSTRUCTIONS))
+        earlier = _transcript(request.messages[:cut], max(limit, 0))
+        if self.latest is not None and self.latest.summary not in earlier:
+            earlier = f"Summary of what came before:\n{self.latest.summary}\n\n{earlier}"
+        # A summary takes at most a fifth of the window it is sent in (and 600 tokens).
+        tokens = max(32, min(600, (_window(model) or 3_000) // 5))
+        asked = ModelRequest(
+            messages=(Message.user(f"The conversation so far:\n\n{earlier}"),),
+            tools=(),
+            instructions=SUMMARY_INSTRUCTIONS.replace("300 words", f"{int(tokens * 0.7)} words"),
+            settings=ModelSettings(max_tokens=tokens),
+        )
+        response = await collect(writer, asked)
+        summary = response.message.text.strip()
+        if not summary:
+            raise ValueError("the summariser answered nothing")
+        kept = request.messages[cut:]
+        after = estimate_request_tokens(model, replace(request, messages=kept)) + len(summary) // 3
+        record = CompactionRecord(
+            id=new_id("cmp_"),
+            session_id=recorder.session_id,
+            first_kept_message_id=kept[0].id,
+            summary=summary,
+            provider=writer.provider,
+            model=writer.model_name,
+            usage=response.usage,
+            tokens_before=before,
+            tokens_after=after,
+            created_at=time.time(),
+        )
+        await recorder.record_compaction(record)
+        event = recorder.event(
+            CompactionEvent,
+            compaction_id=record.id,
+            first_kept_message_id=record.first_kept_message_id,
+            summary=summary,
+            provider=record.provider,
+            model=record.model,
+            usage=record.usage,
+            tokens_before=before,
+            tokens_after=after,
+        )
+        return record, [event]
+
+
+def _window(model: Model) -> int | None:
+    """The window a request is fitted to: a FallbackModel's largest (a request too long for its primary
+    goes to a model with a larger window before anything is compacted, issue 27), any model's own."""
+    if isinstance(model, FallbackModel):
+        windows = [m.context_window for m in (*model.models, model.larger_context) if m is not None]
+        known = [w for w in windows if w is not None]
+        return max(known) if known else None
+    return model.context_window
+
+
+def _turn_starts(messages: Sequence[Message]) -> list[int]:
+    return [i for i, m in enumerate(messages) if m.role == "user"]
+
+
+def _turn_cut(messages: Sequence[Message], keep_recent_turns: int) -> int:
+    """Where the kept turns begin: the start of the ``keep_recent_turns``-th user turn from the end (0 when
+    there are no more turns than that)."""
+    starts = _turn_starts(messages)
+    if len(starts) <= max(keep_recent_turns, 1):
+        return 0
+    return starts[-max(keep_recent_turns, 1)]
+
+
+def _trim_results(
+    request: ModelRequest, tokens: int, budget: int, per_token: float, keep_recent_turns: int
+) -> tuple[ModelRequest, int]:
+    """Replace the large tool results of earlier turns by a stand-in, oldest first, until the request fits
+    ``budget`` (estimated from the characters each stand-in saves). Returns the request and its estimate."""
+    messages = list(request.messages)
+    # Earlier turns' results; with no earlier turn, every result of this one but its latest step's.
+    last_results = max((i for i, m in enumerate(messages) if m.role == "tool"), default=0)
+    protected = _turn_cut(messages, keep_recent_turns) or last_results
+    changed = False
+    for index in range(protected):
+        if tokens <= budget:
+            break
+        message = messages[index]
+        if message.role != "tool":
+            continue
+        parts: list[Any] = []
+        for part in message.parts:
+            size = len(part.output_text()) if isinstance(part, ToolResultPart) else 0
+            if tokens <= budget or size < _MIN_TRIMMED_CHARS or not isinstance(part, ToolResultPart):
+                parts.append(part)
+                continue
+            stand_in = STAND_IN.format(chars=size)
+            parts.append(replace(part, output=stand_in))  # its id, name, error flag and metadata kept
+            tokens -= int((size - len(stand_in)) / per_token)
+            changed = True
+        messages[index] = replace(message, parts=tuple(parts))
+    if not changed:
+        return request, tokens
+    return replace(request, messages=tuple(messages)), tokens
+
+
+def _transcript(messages: Sequence[Message], max_chars: int) -> str:
+    """The messages as plain text for the summariser, its most recent ``max_chars``."""
+    lines: list[str] = []
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, TextPart) and part.text.strip():
+                lines.append(f"{message.role}: {part.text.strip()}")
+            elif isinstance(part, ToolResultPart):
+                lines.append(f"tool result ({part.tool_name}): {_cut(part.output_text(), 2_000)}")
+        for call in message.tool_calls:
+            lines.append(f"assistant called {call.tool_name} with {_cut(str(call.args), 500)}")
+    text = "\n".join(lines)
+    return text[-max_chars:]
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
+def usage_of(records: Sequence[CompactionRecord]) -> Usage:
+    """What a session's summaries cost in tokens."""
+    return sum((r.usage for r in records), Usage())
