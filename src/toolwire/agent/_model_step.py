@@ -15,6 +15,7 @@ import asyncio
 import logging
 import random
 from collections.abc import AsyncGenerator, Sequence
+from dataclasses import replace
 from typing import assert_never
 
 from toolwire._text import clean_stream_part
@@ -219,10 +220,20 @@ class ModelStep:
 
     def _take(self, part: ModelStreamPart, builder: MessageBuilder, message_id: str) -> AgentEvent | None:
         """A (cleaned) part joins the step's message; its event, or ``None`` for bookkeeping parts."""
+        if isinstance(part, ToolInputStart | ToolInputEnd) and part.title is None:
+            part = self._titled(part)
         builder.add(part)
         if isinstance(part, StreamError):
             raise part.error
         return self.translate(part, message_id)
+
+    def _titled(self, part: ToolInputStart | ToolInputEnd) -> ToolInputStart | ToolInputEnd:
+        """The call with its tool's ``title`` (``@tool(title=...)``, an MCP tool's) when the provider gave
+        none: set here, before the builder, so the events, the client's part and the stored call agree."""
+        tool = self._config.registry.get(part.tool_name)
+        if tool is None or tool.title is None or part.provider_executed:
+            return part
+        return replace(part, title=tool.title)
 
     def translate(self, part: ModelStreamPart, message_id: str) -> AgentEvent | None:
         """The event a stream part becomes, numbered now; ``None`` for bookkeeping parts."""
