@@ -40,9 +40,10 @@ it); ``cancelled`` (the run was closed while it ran); ``denied`` (the user refus
 being paused: ``awaiting_approval`` (``requires_approval``), ``awaiting_output`` (an ``external`` tool
 the client runs), ``awaiting_subagent`` (a sub-agent it started is paused). A stored call is ``pending``
 until one of these (:data:`toolwire.store.records.ToolCallRowStatus`)."""
-InteractionStatus: TypeAlias = Literal["completed", "error", "cancelled", "max-steps", "paused"]
+InteractionStatus: TypeAlias = Literal["completed", "error", "cancelled", "max-steps", "paused", "blocked"]
 """How a run ended; ``paused``: tool calls await a person (``RunResult.pending``), resume with
-``agent.run(session_id=..., approvals=..., tool_outputs=...)``."""
+``agent.run(session_id=..., approvals=..., tool_outputs=...)``; ``blocked``: an interceptor blocked a call
+and the agent has ``stop_on_block`` (the step's calls ran and are stored; ``RunResult.blocked``)."""
 AwaitingKind: TypeAlias = Literal["approval", "output", "subagent"]
 """What a paused call waits for: a user's approval, a client tool's output, or a paused sub-agent."""
 Resolution: TypeAlias = Literal["approved", "denied", "output", "failed", "unanswered", "resumed"]

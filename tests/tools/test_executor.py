@@ -10,9 +10,10 @@ import pytest
 from pydantic import BaseModel
 
 from toolwire import Agent, RunContext, TextPart, ToolCallPart, tool
-from toolwire.errors import ConfigError, ToolBlockedError, ToolExecutionError
+from toolwire.errors import ConfigError, ToolExecutionError
 from toolwire.events import (
     CustomDataEvent,
+    InteractionEnd,
     MediaEvent,
     SystemMessageEvent,
     ToolCallComplete,
@@ -249,18 +250,51 @@ async def test_interceptors_block_rewrite_args_and_rewrite_results() -> None:
     assert statuses == {"1": "ok", "2": "blocked"}
 
 
-async def test_stop_on_block_raises_after_recording() -> None:
+def blocking_agent(store: MemoryStore) -> tuple[Agent[None, str], ScriptedModel]:
+    model = ScriptedModel(
+        [[call("1", "echo", {"text": "kept"}), call("2", "delete", {"path": "/"})], [TextPart(text="x")]]
+    )
+    agent = Agent(model, tools=[echo, delete], interceptors=[Policy()], stop_on_block=True, store=store)
+    return agent, model
+
+
+async def test_stop_on_block_ends_the_run_blocked_with_the_steps_calls_run_and_stored() -> None:
+    """The blocked call's step still runs its other calls; the run ends ``blocked`` (no second model
+    request, no exception) and its result lists the step's calls, their results stored."""
+    store = MemoryStore()
+    agent, model = blocking_agent(store)
+    result = await agent.run("go", session_id="s")
+    assert result.status == "blocked" and result.output == ""
+    assert {e.call.tool_call_id: e.status for e in result.tool_executions} == {"1": "ok", "2": "blocked"}
+    assert [e.call.tool_call_id for e in result.blocked] == ["2"]
+    assert len(model.requests) == 1  # nothing asked of the model after the blocked step
+    assert {r.tool_call_id: r.status for r in await store.tool_calls("s")} == {"1": "ok", "2": "blocked"}
+    history = await store.load_history("s")
+    outputs = [r.output for m in history for r in m.tool_results]
+    assert outputs == ["[kept]", "blocked: deleting is not allowed"]
+
+    agent, _ = blocking_agent(MemoryStore())
+    events = [e async for e in agent.stream("go")]
+    end = events[-1]
+    assert isinstance(end, InteractionEnd) and (end.status, end.error) == ("blocked", None)
+
+
+async def test_raise_on_failure_still_raises_after_recording() -> None:
     store = MemoryStore()
     agent = Agent(
-        ScriptedModel([[call("2", "delete", {"path": "/"})], [TextPart(text="x")]]),
-        tools=[delete],
-        interceptors=[Policy()],
-        stop_on_block=True,
+        ScriptedModel([[call("1", "boom", {})], [TextPart(text="x")]]),
+        tools=[boom],
+        raise_on_failure=True,
         store=store,
     )
-    with pytest.raises(ToolBlockedError):
+    with pytest.raises(ToolExecutionError, match="kaput"):
         await agent.run("go", session_id="s")
-    assert [r.status for r in await store.tool_calls("s")] == ["blocked"]
+    assert [r.status for r in await store.tool_calls("s")] == ["error"]
+
+
+def boom() -> str:
+    """Fail."""
+    raise RuntimeError("kaput")
 
 
 # -- tool events ---------------------------------------------------------------------------------------------------

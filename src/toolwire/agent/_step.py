@@ -407,15 +407,18 @@ class StepRun:
         )
 
     def _check_failures(self) -> None:
-        """Raise a call's error when the agent says so (``stop_on_block``, ``raise_on_failure``)."""
+        """Act on a call's error when the agent says so, once the step's end is stored: with
+        ``raise_on_failure`` the error is raised; with ``stop_on_block`` a blocked call ends the run
+        ``blocked`` (no further step), its result listing the calls that ran, the blocked ones included."""
         config = self._scope.config
         for call in self.calls:
             outcome = self.outcomes.get(call.tool_call_id)  # a waiting call has none
             if outcome is None or outcome.error is None:
                 continue
-            if isinstance(outcome.error, ToolBlockedError) and config.stop_on_block:
-                raise outcome.error
-            if config.raise_on_failure and not isinstance(outcome.error, ToolBlockedError):
+            if isinstance(outcome.error, ToolBlockedError):
+                if config.stop_on_block:
+                    self._scope.ledger.blocked()
+            elif config.raise_on_failure:
                 raise outcome.error
 
     async def close(self) -> tuple[Message | None, list[AgentEvent]]:

@@ -59,6 +59,8 @@ class RunResult(Generic[OutputT]):
     """With ``status == "paused"``: the calls waiting for a person (approvals, client tools), sub-agents'
     included. Answer them with ``agent.run(session_id=..., approvals=..., tool_outputs=...)``."""
     tool_executions: list[ToolExecution] = field(default_factory=list)
+    """The calls that ran (or ended without running), in completion order; with ``status == "blocked"``
+    (``stop_on_block``) the blocked calls are among them with ``status == "blocked"`` (see :attr:`blocked`)."""
     usage: Usage = field(default_factory=Usage)
     """Summed over every step, tool-calling steps included."""
     step_usage: list[Usage] = field(default_factory=list)
@@ -70,6 +72,11 @@ class RunResult(Generic[OutputT]):
     sub_agent_steps: list[tuple[str | None, str | None, Usage]] = field(default_factory=list)
     """(provider, model, usage) of every model request the run's sub-agents made (theirs included), kept
     apart from this run's own steps: ``usage`` and ``cost`` are this agent's, ``total_*`` add these."""
+
+    @property
+    def blocked(self) -> list[ToolExecution]:
+        """The calls an interceptor blocked (a run with ``stop_on_block`` ended on the first step that had one)."""
+        return [e for e in self.tool_executions if e.status == "blocked"]
 
     @property
     def cost(self) -> Decimal | None:
@@ -122,6 +129,11 @@ class RunLedger:
     def paused(self, pending: list[PendingCall]) -> None:
         """Calls wait for a person: the run ends ``paused`` listing them."""
         self.pending, self.done, self.status = pending, True, "paused"
+
+    def blocked(self) -> None:
+        """A call was blocked and the agent stops on a block (``stop_on_block``): the run ends ``blocked``
+        after the step's calls ran and were stored (calls waiting for a person stay in ``pending``)."""
+        self.done, self.status = True, "blocked"
 
     def result(self) -> RunResult[Any]:
         total = Usage()
