@@ -21,7 +21,7 @@ from typing import assert_never
 from toolwire._text import clean_stream_part
 from toolwire.agent._recorder import StepRecorder
 from toolwire.agent.config import RunConfig
-from toolwire.agent.drivers import Driver
+from toolwire.agent.drivers import Driver, StepState
 from toolwire.agent.drivers._default import default_driver
 from toolwire.agent.output import OutputPolicy
 from toolwire.errors import ProviderError, ProviderProtocolError, StepAborted
@@ -77,6 +77,8 @@ class ModelStep:
         self._config = config
         self._recorder = recorder
         self._output = output
+        # The default compiler sends the history as it is: skip building its state on every step.
+        self._compiles = type(config.driver).compile_messages is not Driver.compile_messages
         self._drivers: dict[int, Driver] = {}
         """Drivers of a FallbackModel's candidates that need another than the agent's (a model without
         function calling among tool-calling ones): one per model for the whole run, as the agent's is
@@ -96,7 +98,8 @@ class ModelStep:
         return self._attempts(model, request, builder, message_id, step)  # no generator layer per event
 
     def request(self, tools: list[ToolDefinition], history: Sequence[Message], step: int) -> ModelRequest:
-        """What step ``step`` sends: the history, the run's tools (and ``final_result`` in tool output mode)."""
+        """What step ``step`` sends: the messages the driver compiles from the history (by default the history
+        itself), the run's tools (and ``final_result`` in tool output mode)."""
         config, output = self._config, self._output
         choice = config.tool_choice_for_step(step)
         spec = output.spec if output is not None else None
@@ -104,11 +107,21 @@ class ModelStep:
             tools = [*tools, spec.tool_definition()]
             if choice == "auto":
                 choice = "required"  # every step ends in a tool call: a real tool or final_result
+        instructions = spec.instructions(config.instructions) if spec is not None else config.instructions
+        if self._compiles:
+            state = StepState(
+                step=step,
+                session_id=self._recorder.session_id,
+                history=tuple(history),
+                tools=tuple(tools),
+                instructions=instructions,
+            )
+            history = config.driver.compile_messages(state)
         return ModelRequest(
             messages=tuple(history),
             tools=tools,
             tool_choice=choice,
-            instructions=spec.instructions(config.instructions) if spec is not None else config.instructions,
+            instructions=instructions,
             settings=config.model_settings,
             output_schema=spec.output_schema if spec is not None else None,
             output_schema_name=spec.name if spec is not None else "output",

@@ -1,4 +1,5 @@
-"""What a run gives back: ``RunResult`` (one user turn's outcome) and ``ToolExecution`` (one executed call),
+"""What a run gives back: ``RunResult`` (one user turn's outcome), ``ToolExecution`` (one executed call) and
+``StepDetail`` (one model step: its compiled request and the answer),
 and ``RunLedger``, what a run has done so far, which the loop and its steps fill and which becomes the result.
 
 Kept apart from the loop (:mod:`toolwire.agent.loop`): a result is read by callers, the CLI and the server,
@@ -16,7 +17,10 @@ from typing_extensions import TypeVar
 from toolwire._fast_init import fast_frozen_init
 from toolwire.events import InteractionStatus, ToolCallStatus
 from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage
+from toolwire.models._builder import MessageBuilder
+from toolwire.models.base import ModelRequest
 from toolwire.pricing import total_cost
+from toolwire.tools.executor import ToolOutcome
 from toolwire.tools.pending import PendingCall
 
 OutputT = TypeVar("OutputT", default=str, covariant=True)
@@ -43,6 +47,25 @@ class ToolExecution:
         return self.finished_at - self.started_at
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepDetail:
+    """One model step of a run, to inspect: what was sent and what came back. Held by reference (the
+    request's messages are the history's own objects), kept in memory with the result, never stored."""
+
+    step: int
+    request: ModelRequest
+    """What the step sent: the messages the driver compiled (``Driver.compile_messages``), the tools,
+    the tool choice, the instructions and settings."""
+    response: Message
+    """The model's answer as the driver's parts assembled it (the assistant message stored for the step)."""
+    finish_reason: str
+    usage: Usage
+    response_id: str | None = None
+    """The provider's id of the response, when it sent one."""
+    warnings: tuple[str, ...] = ()
+    """What the adapter could not honour in the request (``stream-start`` warnings)."""
+
+
 @dataclass(kw_only=True)
 class RunResult(Generic[OutputT]):
     """The outcome of one run (one user turn)."""
@@ -65,6 +88,8 @@ class RunResult(Generic[OutputT]):
     """Summed over every step, tool-calling steps included."""
     step_usage: list[Usage] = field(default_factory=list)
     steps: int = 0
+    step_details: list[StepDetail] = field(default_factory=list)
+    """Each model step of this run, in order: the request it sent and the answer it got."""
     text: str = ""
     """The final assistant text (also when ``output`` is a structured object)."""
     step_models: list[tuple[str | None, str | None]] = field(default_factory=list)
@@ -114,6 +139,7 @@ class RunLedger:
     executions: list[ToolExecution] = field(default_factory=list)
     step_usage: list[Usage] = field(default_factory=list)
     step_models: list[tuple[str | None, str | None]] = field(default_factory=list)
+    step_details: list[StepDetail] = field(default_factory=list)
     sub_agent_steps: list[tuple[str | None, str | None, Usage]] = field(default_factory=list)
     pending: list[PendingCall] = field(default_factory=list)
     status: InteractionStatus = "completed"
@@ -121,6 +147,39 @@ class RunLedger:
     """Set when the run has its answer (or paused): no further step."""
     output: Any = ""
     text: str = ""
+
+    def answered_step(
+        self, step: int, request: ModelRequest, response: Message, builder: MessageBuilder
+    ) -> None:
+        """The model answered step ``step``'s ``request`` (``builder``: its finish, who answered)."""
+        finish = builder.finish
+        assert finish is not None  # the model step raises otherwise
+        self.step_usage.append(finish.usage)
+        self.step_models.append((builder.provider, builder.model))
+        self.step_details.append(
+            StepDetail(
+                step=step,
+                request=request,
+                response=response,
+                finish_reason=finish.reason,
+                usage=finish.usage,
+                response_id=builder.response_id,
+                warnings=builder.warnings,
+            )
+        )
+
+    def executed(self, outcome: ToolOutcome) -> None:
+        """A call of this run's session ran (or ended without running: a blocked or invalid call)."""
+        self.executions.append(
+            ToolExecution(
+                call=outcome.call,
+                result=outcome.result,
+                status=outcome.status,
+                started_at=outcome.started_at,
+                finished_at=outcome.finished_at,
+                session_id=self.session_id,
+            )
+        )
 
     def answered(self, output: Any, text: str) -> None:
         """The run has its answer: ``output`` (the text, or the validated object) written as ``text``."""
@@ -151,6 +210,7 @@ class RunLedger:
             usage=total,
             step_usage=self.step_usage,
             step_models=self.step_models,
+            step_details=self.step_details,
             sub_agent_steps=self.sub_agent_steps,
             steps=len(self.step_usage),
         )
