@@ -345,6 +345,18 @@ class MediaEvent(Envelope):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SessionRenamed(Envelope):
+    """The conversation got a new title (``ctx.rename(...)`` from a running tool), stored before this
+    event; every subscriber of the session sees it (the AI SDK stream as a ``data-session-renamed`` part)."""
+
+    type: Literal["session-renamed"] = "session-renamed"
+    title: str
+    """The stored title (whitespace collapsed, at most 200 characters)."""
+    tool_call_id: str | None = None
+    """The call that renamed it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CustomDataEvent(Envelope):
     """Application-defined data from a running tool (``ctx.data(name, payload)``)."""
 
@@ -524,6 +536,7 @@ AgentEvent: TypeAlias = Annotated[
     | SystemMessageEvent
     | MediaEvent
     | CustomDataEvent
+    | SessionRenamed
     | ToolCallComplete
     | ToolCallAwaiting
     | ToolCallResolved

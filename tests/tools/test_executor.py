@@ -15,6 +15,7 @@ from toolwire.events import (
     CustomDataEvent,
     InteractionEnd,
     MediaEvent,
+    SessionRenamed,
     SystemMessageEvent,
     ToolCallComplete,
     ToolCallHeartbeat,
@@ -332,3 +333,21 @@ async def test_enabled_and_excluded_tools_limit_what_the_model_sees_and_can_run(
     assert results_sent(model)[0].is_error
     with pytest.raises(ConfigError):
         await agent.run("go", enabled_tools=["missing"])
+
+
+async def test_a_tool_renames_its_session_stored_before_everyone_hears_of_it() -> None:
+    @tool
+    async def rename(ctx: RunContext[None], title: str) -> str:
+        """Rename the chat."""
+        return await ctx.rename(title)
+
+    store = MemoryStore()
+    calls = [call("1", "rename", {"title": " Trip\n plan "}), call("2", "rename", {"title": " \t"})]
+    agent = Agent(ScriptedModel([calls, [TextPart(text="ok")]]), tools=[rename], store=store)
+    events = [e async for e in agent.stream("go", session_id="s")]
+    [renamed] = [e for e in events if isinstance(e, SessionRenamed)]
+    assert (renamed.title, renamed.tool_call_id, renamed.session_id) == ("Trip plan", "1", "s")
+    info = await store.get_session("s")
+    assert info is not None and info.title == "Trip plan"
+    blank = next(e for e in events if isinstance(e, ToolCallComplete) and e.tool_call_id == "2")
+    assert blank.is_error and "non-empty" in str(blank.output)
