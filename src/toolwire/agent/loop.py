@@ -203,7 +203,7 @@ class AgentRun(Generic[OutputT]):
                 async with aclosing(model_events):
                     async for event in model_events:
                         yield event
-                step = await StepRun.begin(scope, number, builder, message_id)
+                step = await StepRun.begin(scope, number, builder, message_id, request)
                 if step.answer is not None and step.answer[0].parts:
                     yield recorder.event(MessagePersisted, message_id=message_id, role="assistant")
                 accepted, output_errors, settled = await self._settle_output(step)

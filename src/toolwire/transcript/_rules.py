@@ -29,6 +29,7 @@ from toolwire.events import (
     ReasoningDeltaEvent,
     ReasoningEndEvent,
     ReasoningStartEvent,
+    SessionRenamed,
     StepFinish,
     StepStart,
     SystemMessageEvent,
@@ -183,6 +184,7 @@ class Rules:
                 | ReasoningEndEvent()
                 | ToolInputDeltaEvent()
                 | CustomDataEvent()
+                | SessionRenamed()  # a title is the session list's, not a bubble
                 | OutputPartial()
                 | OutputAvailable()
                 | MessagePersisted()
