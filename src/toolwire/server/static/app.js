@@ -213,7 +213,9 @@ async function open(sessionId) {
   }
   const { messages, parents, last_seq: lastSeq, cursor, running, awaiting } = loaded.body;
   // A paused run's calls wait for a person: shown (with Approve / Deny) as the live events showed them.
-  const transcript = Transcript.fromHistory(messages, { parents, lastSeq, awaiting: awaiting || [] });
+  // Nothing running or waiting: the last turn ended, so its calls that found no answer stay under it (rule 4).
+  const ended = !running && !(awaiting || []).length;
+  const transcript = Transcript.fromHistory(messages, { parents, lastSeq, awaiting: awaiting || [], ended });
   view.transcript = transcript;
   const first = messages.find((m) => m.role === "user" && m.session_id === sessionId);
   if (first) rememberTitle(sessionId, (first.parts || []).filter((p) => p.type === "text").map((p) => p.text).join(" "));

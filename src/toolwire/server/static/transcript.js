@@ -57,6 +57,7 @@ class SessionState {
     this.anonCount = 0;
     this.userCount = 0;
     this.notes = 0;
+    this.flushes = 0; // bubbles opened for a turn's calls that found no answer bubble (rule 4): {id}:calls:{k}
   }
 }
 
@@ -176,7 +177,9 @@ export class Transcript {
         break;
       case "interaction-end":
         state.anon = null;
-        // A paused run ends with calls waiting for a person: they stay until answered.
+        // A paused run ends with calls waiting for a person: they stay until answered, and the turn goes
+        // on when they are; any other end closes the turn, so its calls stay in it.
+        if (event.status !== "paused") this._flush(state.id);
         this._clearNotifications("interaction-end", state.id, { awaiting: false });
         break;
       case "interaction-start":
@@ -303,6 +306,8 @@ export class Transcript {
 
   _userTurn(state, message) {
     const parts = message.parts || [];
+    // The previous turn's calls are drawn under that turn, not this one; a replayed turn changes nothing.
+    if (!(parts.length && message.id && this._userIds.has(message.id))) this._flush(state.id);
     if (parts.length) {
       let messageId = message.id;
       if (!messageId) {
@@ -359,6 +364,23 @@ export class Transcript {
     this._pending.delete(state.id);
     for (const [ordinal, call] of [...(waiting || [])].sort((a, b) => a[0] - b[0])) {
       this._insertCall(entry, ordinal, call);
+    }
+  }
+
+  // Rule 4's end: the calls of `subtree`'s sessions still waiting for an answer bubble get one of their own,
+  // an empty assistant bubble `{session}:calls:{k}`, where the turn ends.
+  _flush(subtree) {
+    if (this._pending.size === 0) return;
+    for (const sessionId of [...this._pending.keys()]) {
+      if (!this._within(sessionId, subtree)) continue;
+      const state = this._sessions.get(sessionId);
+      const entry = new Entry({ id: `${sessionId}:calls:${state.flushes}`, role: "assistant", sessionId });
+      state.flushes += 1;
+      this._add(entry);
+      state.lastSegment = entry;
+      const waiting = this._pending.get(sessionId);
+      this._pending.delete(sessionId);
+      for (const [ordinal, call] of [...waiting].sort((a, b) => a[0] - b[0])) this._insertCall(entry, ordinal, call);
     }
   }
 
@@ -625,15 +647,26 @@ export class Transcript {
 
   // -- resume -----------------------------------------------------------------------------------
 
-  // `awaiting`: [{session_id, tool_call_id, kind}] of the calls a paused run left waiting.
-  static fromHistory(messages, { parents = null, lastSeq = null, awaiting = null, onChange = undefined } = {}) {
+  // `awaiting`: [{session_id, tool_call_id, kind}] of the calls a paused run left waiting. `ended`: no run is
+  // in progress or paused, so the last turn's interaction-end was published (its waiting calls flush, rule 4).
+  static fromHistory(messages, { parents = null, lastSeq = null, awaiting = null, ended = false, onChange = undefined } = {}) {
     const transcript = new Transcript({ onChange });
     const parentOf = { ...(parents || {}) };
-    for (const message of messages) {
+    const last = new Map(messages.map((message, index) => [message.session_id || "", index]));
+    const finished = []; // sessions past their last message: their run is over once another speaks
+    messages.forEach((message, index) => {
       const state = transcript._registerChain(message.session_id || "", parentOf);
       if (state.id) transcript._switchRoot(state);
+      // History has no interaction-end: a sub-agent's run ended (and flushed) before anything outside its
+      // subtree came next: its caller's tool message, a sibling's or a new turn.
+      for (const done of finished.filter((s) => !transcript._within(state.id, s))) {
+        finished.splice(finished.indexOf(done), 1);
+        transcript._flush(done);
+      }
       transcript._replay(state, message);
-    }
+      if (last.get(state.id) === index && transcript._pending.has(state.id)) finished.push(state.id);
+    });
+    if (ended) for (const sessionId of [...transcript._pending.keys()]) transcript._flush(sessionId);
     for (const sid of Object.keys(parentOf)) transcript._registerChain(sid, parentOf);
     for (const [sid, seq] of Object.entries(lastSeq || {})) {
       const state = transcript._registerChain(sid, parentOf);
