@@ -125,7 +125,7 @@ def test_the_page_works_mounted_under_a_path_prefix(page: Page, serve: Serve) ->
     page.on("request", lambda request: requested.append(request.url))
     _report(page, f"{running.url}/chat/?session=mounted")
     expect(page.locator('[data-testid="tool-call"][data-tool-name="sales_report"]')).to_have_attribute(
-        "data-status", "ok"
+        "data-status", "done"
     )
     expect(page.get_by_test_id("session-list").get_by_role("link")).to_have_text(
         ["How did Paris and Oslo do in Q3?"]

@@ -34,6 +34,11 @@ const view = {
   groups: new Map(), // session id -> list holding its bubbles
   lastText: new Map(), // session id -> index of its latest assistant bubble (read aloud when its text ends)
   running: new Set(), // tool calls whose start was read aloud
+  cards: new Map(), // session id + call id -> the card of a call not finished yet (pending, running, waiting)
+  openCards: new Set(), // finished cards the person expanded, kept open when their bubble is drawn again
+  agents: new Map(), // session id -> the sub-agent's name (its interaction-start), or the tool that started it
+  noteText: new Map(), // system bubble id -> how the page words it (failover, error with Retry)
+  model: "", // the model of the conversation's current run, as its interaction-start names it
   added: [],
   updated: new Set(),
   spoken: [], // for the live region at the end of the frame: texts, and {index, top} for a bubble's text
@@ -217,6 +222,7 @@ async function open(sessionId) {
   const ended = !running && !(awaiting || []).length;
   const transcript = Transcript.fromHistory(messages, { parents, lastSeq, awaiting: awaiting || [], ended });
   view.transcript = transcript;
+  nameSubAgentsFromHistory(messages, parents || {});
   const first = messages.find((m) => m.role === "user" && m.session_id === sessionId);
   if (first) rememberTitle(sessionId, (first.parts || []).filter((p) => p.type === "text").map((p) => p.text).join(" "));
   view.busy = !!running;
@@ -283,6 +289,19 @@ function deletedElsewhere(sessionId, source) {
 function follow(event) {
   const own = event.session_id === view.sessionId;
   switch (event.type) {
+    case "interaction-start":
+      if (own) view.model = event.model ? `${event.provider_name ? `${event.provider_name}:` : ""}${event.model}` : view.model;
+      else {
+        const parent = event.parent_session_id && event.parent_tool_call_id ? view.transcript.callInfo(event.parent_session_id, event.parent_tool_call_id) : null;
+        nameSubAgent(event.session_id, event.agent_name || parent?.tool_name);
+      }
+      return;
+    case "failover":
+      describeFailover(event);
+      break;
+    case "error":
+      if (own) describeError(event);
+      break;
     case "user-turn-start":
       if (own) {
         view.busy = true;
@@ -305,7 +324,9 @@ function follow(event) {
       if (!own) break;
       view.busy = false;
       view.awaiting = false;
-      notice(""); // a "busy" notice is stale once the turn is over
+      notice(event.status === "cancelled" ? "Stopped." : ""); // a "busy" notice is stale once the turn is over
+      if (event.status === "completed") markEmptyAnswer();
+      else if (event.status === "cancelled") addMarker("stopped", "Stopped: what the answer had shown so far stays above.");
       if (event.status === "paused") {
         announce("Waiting for you: approve or deny the tool call below.");
         runClientTools();
@@ -316,6 +337,61 @@ function follow(event) {
       return;
   }
   schedule();
+}
+
+// The notes the transcript adds (rule 7, errors) say what happened; the page words them for a person and
+// adds what to do next. Keyed by the note's bubble id: the latest system bubble of the event's session.
+function latestNote(sessionId) {
+  const messages = view.transcript.messages;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    if (messages[i].session_id === sessionId && messages[i].role === "system") return [i, messages[i]];
+  }
+  return [-1, null];
+}
+
+function describeFailover(event) {
+  const [index, note] = latestNote(event.session_id);
+  if (!note) return;
+  const why = [event.error_type, event.status, event.reason].filter(Boolean).join(" ");
+  let text = `Model ${event.from_provider}:${event.from_model} failed (${why}); answered by ${event.to_provider}:${event.to_model}.`;
+  if (event.dropped_output) text += " What it had streamed is shown struck through.";
+  view.noteText.set(note.id, { text, kind: "failover" });
+  view.updated.add(index);
+}
+
+function describeError(event) {
+  const [index, note] = latestNote(event.session_id);
+  if (!note) return;
+  const model = view.model ? ` (model ${view.model})` : "";
+  const prompt = lastPrompt();
+  view.noteText.set(note.id, { text: `The answer failed${model}: ${event.message || event.error_type}`, kind: "error", prompt, retryable: !!event.retryable });
+  view.updated.add(index);
+}
+
+function lastPrompt() {
+  const messages = view.transcript.messages;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    if (messages[i].session_id === view.sessionId && messages[i].role === "user") return messages[i].text;
+  }
+  return "";
+}
+
+// A page-only line at the end of the conversation (not part of the transcript: gone on reload).
+function addMarker(kind, text) {
+  const item = element("li", { class: `entry marker ${kind}`, "data-testid": `marker-${kind}` });
+  item.append(element("div", { class: "marker-text" }, text));
+  $("transcript").append(item);
+}
+
+// A turn that completed without a word of text (and no structured output) says so, instead of nothing.
+function markEmptyAnswer() {
+  const messages = view.transcript.messages;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (m.session_id !== view.sessionId) continue;
+    if (m.role === "user") return addMarker("empty-answer", "The model returned an empty answer.");
+    if (m.role === "assistant" && m.text.trim()) return;
+  }
 }
 
 async function refreshSessions() {
@@ -432,6 +508,7 @@ function clearTranscript() {
   view.busy = false;
   view.awaiting = false;
   view.bubbles.clear();
+  view.cards.clear();
   $("transcript").replaceChildren();
   $("notifications").replaceChildren();
   renderActivity();
@@ -439,6 +516,9 @@ function clearTranscript() {
 
 function rebuild() {
   view.bubbles.clear();
+  view.cards.clear(); // their elements go with the list below
+  view.noteText.clear(); // notes are ephemeral: a rebuilt transcript numbers its own from 0
+  view.model = "";
   view.lastText.clear();
   view.spoken = view.spoken.filter((item) => typeof item === "string"); // bubbles of the conversation left
   view.groups = new Map([[view.sessionId, $("transcript")]]);
@@ -475,8 +555,8 @@ function groupFor(sessionId) {
   const group = element("details", { class: "subsession", "data-testid": "subsession", "data-session": sessionId });
   group.open = view.open.get(sessionId) ?? true;
   group.addEventListener("toggle", () => view.open.set(sessionId, group.open));
-  const summary = element("summary", {}, "sub-agent session ");
-  summary.append(element("code", {}, sessionId));
+  const summary = element("summary", { title: sessionId }, "");
+  renderGroupName(summary, sessionId);
   const list = element("ol", { class: "messages" });
   group.append(summary, list);
   const item = element("li", { class: "entry group" });
@@ -484,6 +564,41 @@ function groupFor(sessionId) {
   outer.append(item);
   view.groups.set(sessionId, list);
   return list;
+}
+
+// A sub-agent is shown by its name (its runs' interaction-start carry it), else as "sub-agent".
+function agentName(sessionId) {
+  return view.agents.get(sessionId) || null;
+}
+
+function renderGroupName(summary, sessionId) {
+  const name = agentName(sessionId);
+  summary.replaceChildren("sub-agent ", element("strong", { class: "agent-name" }, name || "(unnamed)"));
+}
+
+// After a reload no interaction-start names the sub-agents: each is named after the caller's call that
+// started it, the one of the caller's latest message whose string argument is the sub-agent's task (its
+// first user message: `as_tool` passes `task`), or the only call of that message.
+function nameSubAgentsFromHistory(messages, parents) {
+  const latest = new Map(); // session id -> its latest assistant message so far
+  for (const message of messages) {
+    const sessionId = message.session_id;
+    if (message.role === "assistant") latest.set(sessionId, message);
+    const parent = parents[sessionId];
+    if (message.role !== "user" || !parent || view.agents.has(sessionId)) continue;
+    const calls = (latest.get(parent)?.parts || []).filter((p) => p.type === "tool-call");
+    const task = (message.parts || []).filter((p) => p.type === "text").map((p) => p.text).join("");
+    const call = calls.find((c) => Object.values(c.args || {}).includes(task)) || (calls.length === 1 ? calls[0] : null);
+    if (call) view.agents.set(sessionId, call.tool_name);
+  }
+}
+
+function nameSubAgent(sessionId, name) {
+  if (!name || view.agents.get(sessionId) === name) return;
+  view.agents.set(sessionId, name);
+  const group = document.querySelector(`details.subsession[data-session="${CSS.escape(sessionId)}"] > summary`);
+  if (group) renderGroupName(group, sessionId);
+  for (const [k, card] of view.cards) if (k.startsWith(`${sessionId}\u0000`)) card.from.textContent = `from sub-agent ${name}`;
 }
 
 function speaker(message) {
@@ -528,12 +643,35 @@ function safeUrl(url) {
 function fill(bubble, m) {
   if (m.level) bubble.setAttribute("data-level", m.level);
   else bubble.removeAttribute("data-level");
+  if (m.id.endsWith(":dropped")) bubble.setAttribute("data-dropped", "true"); // a failover discarded it
+  else bubble.removeAttribute("data-dropped");
   const parts = [];
-  if (m.role === "media") parts.push(renderMedia(m));
-  else if (m.role === "assistant") parts.push(renderMarkdown(m.text));
-  else parts.push(element("div", { class: "text" }, m.text));
-  for (const call of m.tool_calls) parts.push(renderToolCall(call));
+  // Calls the model made before this text (buffered until it opened, transcript rule 4) come above it.
+  for (const call of m.tool_calls) if (call.before_text) parts.push(renderToolCall(call, m.session_id));
+  const worded = m.role === "system" ? view.noteText.get(m.id) : null;
+  if (worded) parts.push(renderNote(m, worded));
+  else if (m.role === "media") parts.push(renderMedia(m));
+  else if (m.role === "assistant" && m.text) parts.push(renderMarkdown(m.text));
+  else if (m.role !== "assistant") parts.push(element("div", { class: "text" }, m.text));
+  for (const call of m.tool_calls) if (!call.before_text) parts.push(renderToolCall(call, m.session_id));
+  if (m.id.endsWith(":dropped")) parts.unshift(element("div", { class: "dropped-label" }, "Dropped: this model failed mid-answer"));
   bubble.replaceChildren(...parts);
+}
+
+function renderNote(m, worded) {
+  const box = element("div", { class: "text note", "data-kind": worded.kind }, worded.text);
+  if (worded.kind === "error" && worded.prompt) {
+    const retry = element("button", { type: "button", class: "retry", "data-testid": "retry" }, "Retry");
+    retry.addEventListener("click", () => {
+      const input = $("input");
+      input.value = worded.prompt; // the prompt goes back in the box: Send asks again, or edit it first
+      autosize();
+      input.focus();
+      announce("The message is back in the box: press Enter to send it again.");
+    });
+    box.append(" ", retry);
+  }
+  return box;
 }
 
 function renderMedia(m) {
@@ -548,14 +686,73 @@ function renderMedia(m) {
   return box;
 }
 
-function renderToolCall(call) {
-  const status = call.is_error ? "error" : "ok";
-  const box = element("div", { class: "tool-call", "data-testid": "tool-call", "data-tool-name": call.tool_name, "data-status": status });
-  const head = element("div", { class: "head" });
-  head.append(element("span", { class: "name" }, call.tool_name), element("span", { class: "args" }, `(${json(call.args)})`));
-  const result = element("div", { class: "tool-result", "data-testid": "tool-result" }, json(call.result));
-  result.prepend(element("span", { class: "mark" }, call.is_error ? "error: " : "→ "));
-  box.append(head, result);
+// -- tool cards -----------------------------------------------------------------------------------------
+
+// What a finished call's status shows. Live completions carry the loop's status; a stored result only its
+// text, whose wording (agent/history.py) tells a denial or a cancellation from a failure.
+const FINISHED = { ok: "done", error: "error", blocked: "blocked", cancelled: "cancelled", interrupted: "interrupted", denied: "denied", unanswered: "unanswered" };
+const STORED = [
+  ["Tool call denied by the user", "denied"],
+  ["Tool call cancelled", "cancelled"],
+  ["Tool call interrupted", "interrupted"],
+  ["Tool call not answered", "unanswered"],
+];
+
+function finishedStatus(call) {
+  if (call.status && FINISHED[call.status]) return FINISHED[call.status];
+  const text = typeof call.result === "string" ? call.result : "";
+  for (const [prefix, status] of STORED) if (text.startsWith(prefix)) return status;
+  return call.is_error ? "error" : "done";
+}
+
+const LIVE = {
+  preparing: "pending",
+  executing: "running",
+  "awaiting-approval": "awaiting approval",
+  "awaiting-output": "awaiting input",
+  "awaiting-subagent": "awaiting sub-agent",
+};
+
+function seconds(value) {
+  return value < 10 ? `${value.toFixed(1)} s` : `${Math.round(value)} s`;
+}
+
+function io(label, value, testId) {
+  const box = element("div", { class: "io" });
+  const body = element("pre", { class: "json", "data-testid": testId, tabindex: "0", "aria-label": label }, json(value));
+  box.append(element("div", { class: "io-label" }, label), body);
+  return box;
+}
+
+// A card: the summary line (tool, title, status, duration, the sub-agent it comes from) and, expanded, its
+// input and output. Finished cards start collapsed; a call that waits for a person starts expanded.
+function card({ sessionId, toolName, title, status, key }) {
+  const box = element("details", { class: "tool-call", "data-testid": "tool-call", "data-tool-name": toolName, "data-status": status, "data-session": sessionId });
+  const summary = element("summary", { class: "head" });
+  const badge = element("span", { class: "badge", "data-testid": "tool-status" }, status.replace("-", " "));
+  const time = element("span", { class: "duration", "data-testid": "tool-duration" });
+  const from = element("span", { class: "from", "data-testid": "tool-from" });
+  summary.append(element("span", { class: "name" }, toolName));
+  if (title) summary.append(element("span", { class: "title", "data-testid": "tool-title" }, title));
+  summary.append(badge, time, from);
+  if (sessionId !== view.sessionId) from.textContent = `from sub-agent ${agentName(sessionId) || "(unnamed)"}`;
+  box.append(summary);
+  if (key) {
+    box.open = view.openCards.has(key);
+    box.addEventListener("toggle", () => (box.open ? view.openCards.add(key) : view.openCards.delete(key)));
+  }
+  return { box, badge, time, from };
+}
+
+function renderToolCall(call, sessionId) {
+  const status = finishedStatus(call);
+  const key = `${sessionId}\u0000${call.message_id || ""}\u0000${call.tool_call_id}`;
+  const { box, time } = card({ sessionId, toolName: call.tool_name, title: call.title, status, key });
+  if (typeof call.duration === "number") time.textContent = seconds(call.duration);
+  box.append(io("Input", call.args, "tool-args"));
+  const result = io(status === "done" ? "Output" : status === "error" ? "Error" : "Result", call.result, "tool-result");
+  result.classList.add("result");
+  box.append(result);
   return box;
 }
 
@@ -579,53 +776,255 @@ function notificationLabel(n) {
 function renderNotifications() {
   const box = $("notifications");
   box.replaceChildren();
-  for (const n of view.transcript ? view.transcript.activeTools : []) {
+  const active = view.transcript ? view.transcript.activeTools : [];
+  for (const n of active) {
     const note = element("span", { class: "notification", "data-testid": "notification", "data-tool-name": n.tool_name, "data-status": n.status, "data-session": n.session_id }, notificationLabel(n));
     note.notification = n;
     box.append(note);
-    if (n.status === "awaiting-approval") box.append(approvalControls(n));
   }
+  renderLiveCards(active);
+}
+
+// The calls not finished yet, each as its card at the end of its session's messages: kept (with what is
+// typed in them) while their status changes, removed when they finish (the finished card then shows in
+// the bubble that made the call).
+function renderLiveCards(active) {
+  const seen = new Set();
+  for (const n of active) {
+    const key = `${n.session_id}\u0000${n.tool_call_id}`;
+    seen.add(key);
+    let live = view.cards.get(key);
+    if (live && live.toolName !== n.tool_name) {
+      live.item.remove(); // a reused id: another call
+      live = null;
+    }
+    if (!live) {
+      live = liveCard(n);
+      view.cards.set(key, live);
+      groupFor(n.session_id).append(live.item);
+    }
+    updateLiveCard(live, n);
+  }
+  for (const [key, live] of view.cards) {
+    if (seen.has(key)) continue;
+    live.item.remove();
+    view.cards.delete(key);
+  }
+}
+
+function liveCard(n) {
+  const info = view.transcript.callInfo(n.session_id, n.tool_call_id) || {};
+  const parts = card({ sessionId: n.session_id, toolName: n.tool_name, title: info.title, status: LIVE[n.status] || n.status, key: null });
+  const item = element("li", { class: "entry live-call", "data-role": "tool" });
+  item.append(element("span", { class: "sr-only" }, "Tool call: "), parts.box);
+  parts.box.open = n.status === "awaiting-approval" || n.status === "awaiting-output";
+  parts.box.append(io("Input", info.args ?? {}, "tool-args"));
+  return { ...parts, item, toolName: n.tool_name, status: null, form: null, notification: n };
+}
+
+function updateLiveCard(live, n) {
+  live.notification = n;
+  const status = n.status;
+  if (live.status !== status) {
+    live.status = status;
+    live.box.setAttribute("data-status", status === "preparing" ? "pending" : status === "executing" ? "running" : status);
+    live.badge.textContent = LIVE[status] || status;
+    const args = view.transcript.callInfo(n.session_id, n.tool_call_id)?.args;
+    if (args) live.box.querySelector('[data-testid="tool-args"]').textContent = json(args);
+    live.form?.remove();
+    live.form = null;
+    if (status === "awaiting-approval") live.form = approvalControls(n);
+    else if (status === "awaiting-output" && !clientTool(n.tool_name)) live.form = clientToolForm(n);
+    if (live.form) {
+      live.box.open = true;
+      live.box.append(live.form);
+    }
+  }
+  live.time.textContent = status === "executing" || status === "preparing" ? elapsed(n) : "";
+}
+
+function elapsed(n) {
+  return `${Math.max(0, Math.floor(Date.now() / 1000 - n.started_at))} s`;
 }
 
 // -- calls waiting for a person -------------------------------------------------------------------------
 
-// Approve runs the call; Deny refuses it, with the reason typed (the model reads it).
+// Approve runs the call; Deny refuses it, with the reason typed (the model reads it; Enter in it denies).
+// The card above shows what would run: the tool, its title, its whole input, the sub-agent asking.
 function approvalControls(n) {
   const form = element("form", { class: "approval", "data-testid": "approval", "data-tool-call-id": n.tool_call_id });
-  const reason = element("input", { type: "text", "data-testid": "deny-reason", placeholder: "Reason (optional)", "aria-label": `Reason to deny ${n.tool_name}` });
-  const approve = element("button", { type: "button", "data-testid": "approve" }, "Approve");
+  const reason = element("input", { type: "text", "data-testid": "deny-reason", placeholder: "Reason to deny (optional)", "aria-label": `Reason to deny ${n.tool_name}` });
+  const approve = element("button", { type: "button", "data-testid": "approve", class: "primary" }, "Approve");
   const deny = element("button", { type: "button", "data-testid": "deny" }, "Deny");
-  approve.addEventListener("click", () => answer({ approvals: { [n.tool_call_id]: true } }, `Approved ${n.tool_name}.`));
+  const decide = (value, said) => {
+    approve.disabled = true;
+    deny.disabled = true;
+    moveFocusFrom(form);
+    const body = { approvals: { [n.tool_call_id]: value } };
+    const messageId = view.transcript?.callInfo(n.session_id, n.tool_call_id)?.message_id;
+    if (messageId) body.message_ids = { [n.tool_call_id]: messageId };
+    answer(body, said);
+  };
+  approve.addEventListener("click", () => decide(true, `Approved ${n.tool_name}.`));
   deny.addEventListener("click", () => {
     const why = reason.value.trim();
-    answer({ approvals: { [n.tool_call_id]: why ? { denied: why } : false } }, `Denied ${n.tool_name}.`);
+    decide(why ? { denied: why } : false, `Denied ${n.tool_name}.`);
+  });
+  reason.addEventListener("keydown", (e) => {
+    if (e.key !== "Enter" || e.isComposing) return;
+    e.preventDefault();
+    deny.click();
   });
   form.addEventListener("submit", (e) => e.preventDefault());
   form.append(approve, deny, reason);
   return form;
 }
 
-// Client tools this page runs itself, in the browser; their output goes back as the call's result.
-const CLIENT_TOOLS = {
-  browser_time_zone: () => Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC",
-};
+// After an answer the answered card goes away: the focus goes to the next call that waits, else the message box.
+function moveFocusFrom(form) {
+  const next = [...document.querySelectorAll('[data-testid="approval"] [data-testid="approve"], .client-tool-form input, .client-tool-form button')]
+    .find((el) => !form.contains(el) && !el.disabled);
+  (next || $("input")).focus();
+}
+
+// -- client tools -------------------------------------------------------------------------------------
+
+// Client tools (`@tool(external=True)`) this page runs itself, in the browser: their output goes back as the
+// call's result. An app adds its own with `toolwire.registerClientTool(name, fn)` (fn gets the call's args
+// and may return a promise; a throw answers {failed}); a script that runs before this module may leave them in
+// `globalThis.toolwireClientTools` ({name: fn}). Any other client tool gets a form, with Cancel.
+const CLIENT_TOOLS = new Map([["browser_time_zone", () => Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC"]]);
 const answered = new Set(); // calls already answered from this page (an answer is sent once)
 
-function runClientTools() {
+function clientTool(name) {
+  return CLIENT_TOOLS.get(name) || null;
+}
+
+function registerClientTool(name, fn) {
+  if (typeof name !== "string" || typeof fn !== "function") throw new TypeError("registerClientTool(name, fn)");
+  CLIENT_TOOLS.set(name, fn);
+  for (const live of view.cards.values()) {
+    if (live.toolName === name && live.status === "awaiting-output") live.status = null; // its form goes
+  }
+  view.notificationsDirty = true;
+  schedule();
+  runClientTools();
+}
+globalThis.toolwire = Object.assign(globalThis.toolwire || {}, { registerClientTool });
+for (const [name, fn] of Object.entries(globalThis.toolwireClientTools || {})) if (typeof fn === "function") CLIENT_TOOLS.set(name, fn);
+
+function callKeyOf(n) {
+  return `${n.session_id}\u0000${n.tool_call_id}`;
+}
+
+// One answer for a client tool's call: its output, or {failed: message}; bound to the message that made it.
+function answerClientTool(n, output, said) {
+  const messageId = view.transcript?.callInfo(n.session_id, n.tool_call_id)?.message_id;
+  const body = { tool_outputs: { [n.tool_call_id]: output } };
+  if (messageId) body.message_ids = { [n.tool_call_id]: messageId };
+  return answer(body, said);
+}
+
+async function runClientTools() {
   if (!view.transcript || view.busy) return;
   const outputs = {};
+  const messageIds = {};
   for (const n of view.transcript.activeTools) {
-    const run = CLIENT_TOOLS[n.tool_name];
-    const key = `${n.session_id}\u0000${n.tool_call_id}`;
+    const run = clientTool(n.tool_name);
+    const key = callKeyOf(n);
     if (n.status !== "awaiting-output" || !run || answered.has(key)) continue;
     answered.add(key);
+    const info = view.transcript.callInfo(n.session_id, n.tool_call_id) || {};
     try {
-      outputs[n.tool_call_id] = run();
+      outputs[n.tool_call_id] = await run(info.args || {}, { toolName: n.tool_name, toolCallId: n.tool_call_id, sessionId: n.session_id });
     } catch (error) {
-      outputs[n.tool_call_id] = { failed: String(error) };
+      outputs[n.tool_call_id] = { failed: String(error?.message || error) };
     }
+    if (outputs[n.tool_call_id] === undefined) outputs[n.tool_call_id] = null;
+    if (info.message_id) messageIds[n.tool_call_id] = info.message_id;
   }
-  if (Object.keys(outputs).length) answer({ tool_outputs: outputs }, "");
+  if (!Object.keys(outputs).length) return;
+  const body = { tool_outputs: outputs };
+  if (Object.keys(messageIds).length) body.message_ids = messageIds;
+  answer(body, "");
+}
+
+// The generic form of a client tool the page has no handler for: one field per argument the model gave
+// (its JSON type picks the input), prefilled with the model's values; Send returns the values as the
+// call's output, Cancel answers {failed: "cancelled by the user"}.
+function clientToolForm(n) {
+  const info = view.transcript.callInfo(n.session_id, n.tool_call_id) || {};
+  const args = info.args && typeof info.args === "object" ? info.args : {};
+  const form = element("form", { class: "client-tool-form", "data-testid": "client-tool-form", "data-tool-call-id": n.tool_call_id });
+  const fields = [];
+  for (const [name, value] of Object.entries(args)) {
+    const id = `ct-${n.tool_call_id}-${name}`.replace(/[^\w-]/g, "_");
+    const label = element("label", { for: id }, name);
+    let input;
+    if (typeof value === "boolean") {
+      input = element("input", { id, type: "checkbox" });
+      input.checked = value;
+    } else if (typeof value === "number") {
+      input = element("input", { id, type: "number", step: "any" });
+      input.value = String(value);
+    } else if (typeof value === "string") {
+      input = element(value.length > 60 ? "textarea" : "input", { id, type: value.length > 60 ? null : "text" });
+      input.value = value;
+    } else {
+      input = element("textarea", { id, class: "json-field" });
+      input.value = JSON.stringify(value, null, 2);
+    }
+    const row = element("div", { class: "field" });
+    row.append(label, input);
+    form.append(row);
+    fields.push([name, value, input]);
+  }
+  if (!fields.length) {
+    const id = `ct-${n.tool_call_id}-answer`.replace(/[^\w-]/g, "_");
+    const row = element("div", { class: "field" });
+    const input = element("input", { id, type: "text" });
+    row.append(element("label", { for: id }, "Answer"), input);
+    form.append(row);
+    fields.push([null, "", input]);
+  }
+  const error = element("div", { class: "field-error", role: "alert" });
+  const send = element("button", { type: "submit", class: "primary", "data-testid": "client-tool-send" }, "Send");
+  const cancel = element("button", { type: "button", "data-testid": "client-tool-cancel" }, "Cancel");
+  const buttons = element("div", { class: "buttons" });
+  buttons.append(send, cancel);
+  form.append(error, buttons);
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    let output = {};
+    for (const [name, original, input] of fields) {
+      let value;
+      if (typeof original === "boolean") value = input.checked;
+      else if (typeof original === "number") value = input.value === "" ? null : Number(input.value);
+      else if (typeof original === "string") value = input.value;
+      else {
+        try {
+          value = JSON.parse(input.value);
+        } catch {
+          error.textContent = `${name}: not valid JSON`;
+          input.focus();
+          return;
+        }
+      }
+      if (name === null) output = value;
+      else output[name] = value;
+    }
+    answered.add(callKeyOf(n));
+    send.disabled = cancel.disabled = true;
+    moveFocusFrom(form);
+    answerClientTool(n, output, `Sent ${n.tool_name}.`);
+  });
+  cancel.addEventListener("click", () => {
+    answered.add(callKeyOf(n));
+    send.disabled = cancel.disabled = true;
+    moveFocusFrom(form);
+    answerClientTool(n, { failed: "cancelled by the user" }, `Cancelled ${n.tool_name}.`);
+  });
+  return form;
 }
 
 async function answer(body, said) {
@@ -648,6 +1047,11 @@ setInterval(() => {
   for (const note of $("notifications").querySelectorAll(".notification")) {
     const label = notificationLabel(note.notification);
     if (note.textContent !== label) note.textContent = label;
+  }
+  for (const live of view.cards.values()) {
+    const n = live.notification;
+    const label = n.status === "executing" || n.status === "preparing" ? elapsed(n) : "";
+    if (live.time.textContent !== label) live.time.textContent = label;
   }
 }, TICK_MS);
 
@@ -714,9 +1118,8 @@ $("stop").addEventListener("click", async () => {
   renderActivity();
   notice(reply.body?.cancelled ? "Stopped." : "");
   announce(reply.body?.cancelled ? "Stopped." : "");
-  // The stopped turn as the server stored it: no tool is left showing as running.
-  await open(sessionId);
-  if (view.sessionId === sessionId) notice(reply.body?.cancelled ? "Stopped." : "");
+  // What the turn showed stays: its partial text and its calls (the cancelled ones complete as
+  // `cancelled`, and interaction-end clears what still ran), not the history reloaded without them.
 });
 
 // -- renaming and deleting ----------------------------------------------------------------------------

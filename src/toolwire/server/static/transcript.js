@@ -100,6 +100,12 @@ export class Transcript {
     return entry ? entry.freeze() : null;
   }
 
+  /** What is known of the latest call with this id in the session (its args and title). Page helper, not in Python. */
+  callInfo(sessionId, toolCallId) {
+    const call = this._latestCalls.get(key(sessionId, toolCallId));
+    return call ? { tool_name: call.toolName, args: call.args, title: call.title, message_id: call.messageId } : null;
+  }
+
   get activeTools() {
     return [...this._notifications.values()];
   }
@@ -147,10 +153,10 @@ export class Transcript {
         this._text(state, event.message_id || "", "reasoning", event.delta || "");
         break;
       case "tool-input-start":
-        this._selected(state, event.tool_call_id, event.message_id || "", event.tool_name, null, ts);
+        this._selected(state, event.tool_call_id, event.message_id || "", event.tool_name, null, ts, event.title);
         break;
       case "tool-input-available":
-        this._selected(state, event.tool_call_id, event.message_id || "", event.tool_name, event.args || {}, ts);
+        this._selected(state, event.tool_call_id, event.message_id || "", event.tool_name, event.args || {}, ts, event.title);
         break;
       case "tool-call-active":
         this._active(state, event.tool_call_id, event.message_id || "", event.tool_name, event.args || {}, event.started_at || ts);
@@ -164,6 +170,7 @@ export class Transcript {
       case "tool-call-complete":
         this._complete(
           state, event.tool_call_id, event.message_id || "", event.tool_name, event.args || {}, event.output ?? null, !!event.is_error,
+          { status: event.status || null, duration: typeof event.duration === "number" ? event.duration : null },
         );
         break;
       case "tool-call-awaiting":
@@ -363,6 +370,7 @@ export class Transcript {
     const waiting = this._pending.get(state.id);
     this._pending.delete(state.id);
     for (const [ordinal, call] of [...(waiting || [])].sort((a, b) => a[0] - b[0])) {
+      call.before_text = true; // page field: made before this text, so drawn above it
       this._insertCall(entry, ordinal, call);
     }
   }
@@ -445,7 +453,7 @@ export class Transcript {
           if (part.type === "text") this._text(state, message.id, "assistant", part.text || "");
           else if (part.type === "reasoning") this._text(state, message.id, "reasoning", part.text || "");
           else if (part.type === "tool-call") {
-            this._selected(state, part.tool_call_id, message.id, part.tool_name, part.args || {}, at);
+            this._selected(state, part.tool_call_id, message.id, part.tool_name, part.args || {}, at, part.title);
             if (!part.provider_executed) this._active(state, part.tool_call_id, message.id, part.tool_name, part.args || {}, at);
           } else if (part.type === "tool-result") {
             this._complete(state, part.tool_call_id, message.id, part.tool_name, {}, part.output ?? null, !!part.is_error);
@@ -498,17 +506,18 @@ export class Transcript {
       return [latest, false];
     }
     this._ordinal += 1;
-    const call = { ordinal: this._ordinal, messageId, toolName: "", args: null, done: false };
+    const call = { ordinal: this._ordinal, messageId, toolName: "", args: null, done: false, title: null };
     this._latestCalls.set(latestKey, call);
     if (messageId) this._calls.set(messageKey, call);
     return [call, true];
   }
 
-  _selected(state, toolCallId, messageId, toolName, args, at) {
+  _selected(state, toolCallId, messageId, toolName, args, at, title = null) {
     const k = key(state.id, toolCallId);
     const [call, isNew] = this._call(state, toolCallId, messageId);
     if (call.done) return;
     call.toolName = toolName || call.toolName;
+    if (title) call.title = title;
     if (args !== null) call.args = args;
     const preparing = { session_id: state.id, tool_call_id: toolCallId, tool_name: call.toolName, status: "preparing", started_at: at, progress: null, progress_message: "" };
     if (!this._notifications.has(k)) this._notifyAdd(preparing);
@@ -581,7 +590,8 @@ export class Transcript {
     }
   }
 
-  _complete(state, toolCallId, messageId, toolName, args, output, isError) {
+  // `outcome` (page fields, not in the golden forms): the loop's status and duration of a live completion.
+  _complete(state, toolCallId, messageId, toolName, args, output, isError, outcome = {}) {
     const k = key(state.id, toolCallId);
     const [call] = this._call(state, toolCallId, messageId);
     if (call.done) return;
@@ -597,6 +607,11 @@ export class Transcript {
       args: call.args !== null ? call.args : { ...args },
       result: output,
       is_error: isError,
+      // page fields: what a tool card shows beyond the spec's call
+      title: call.title,
+      status: outcome.status || null,
+      duration: outcome.duration ?? null,
+      message_id: call.messageId,
     };
     const target = state.lastSegment;
     if (target === null) {
