@@ -6,6 +6,7 @@
 // its own scripts and styles: no inline script or style, no eval. Assistant text is markdown (vendor/marked),
 // sanitised by vendor/purify.min.js (DOMPurify, loaded as a classic script before this module).
 
+import { highlight } from "./highlight.js";
 import { Transcript } from "./transcript.js";
 import { Marked } from "./vendor/marked.esm.js";
 
@@ -39,6 +40,7 @@ const view = {
   agents: new Map(), // session id -> the sub-agent's name (its interaction-start), or the tool that started it
   noteText: new Map(), // system bubble id -> how the page words it (failover, error with Retry)
   model: "", // the model of the conversation's current run, as its interaction-start names it
+  openMenu: null, // the conversation whose menu is open in the list
   added: [],
   updated: new Set(),
   spoken: [], // for the live region at the end of the frame: texts, and {index, top} for a bubble's text
@@ -46,7 +48,7 @@ const view = {
   frame: false,
   busy: false, // a turn of this conversation is running
   awaiting: false, // ... and nothing of its next step has arrived yet: "Thinking…"
-  manage: "unknown", // can this server rename and delete conversations? "unknown" | "yes" | "no"
+  manage: "unknown", // can this server rename and delete conversations? "unknown" | "no" (a use was refused)
 };
 
 // -- markdown -----------------------------------------------------------------------------------------
@@ -61,6 +63,8 @@ const markdown = new Marked(
   {
     renderer: {
       html: ({ text }) => escapeHtml(text),
+      // The fence's language as a data attribute: the sanitiser drops classes, and the highlighter reads it.
+      code: ({ text, lang }) => `<pre><code data-lang="${escapeHtml((lang || "").split(/\s/)[0])}">${escapeHtml(text)}</code></pre>\n`,
       image: ({ href, text }) => `<a href="${escapeHtml(href)}">${escapeHtml(text || href)}</a>`,
     },
   },
@@ -90,8 +94,49 @@ function renderMarkdown(text) {
   }
   const html = purify.sanitize(markdown.parse(text), PURIFY);
   for (const wide of html.querySelectorAll("pre, table")) wide.tabIndex = 0; // they scroll: reachable by keyboard
+  for (const pre of html.querySelectorAll("pre")) {
+    const code = pre.querySelector("code") || pre;
+    highlight(code, code.getAttribute("data-lang") || "");
+    const block = element("div", { class: "code-block" });
+    const copy = element("button", { type: "button", class: "copy", "data-testid": "copy-code", "aria-label": "Copy code" }, "Copy");
+    copy.addEventListener("click", () => copyText(code.textContent, copy));
+    pre.replaceWith(block);
+    block.append(copy, pre);
+  }
   box.append(html);
   return box;
+}
+
+// -- copying ------------------------------------------------------------------------------------------
+
+async function copyText(text, button) {
+  let copied = false;
+  try {
+    await navigator.clipboard.writeText(text);
+    copied = true;
+  } catch {
+    copied = legacyCopy(text); // no clipboard API (an http address on a LAN is not a secure context)
+  }
+  const label = button.dataset.label || button.textContent;
+  button.dataset.label = label;
+  button.textContent = copied ? "Copied" : "Not copied";
+  announce(copied ? "Copied." : "Could not copy.");
+  setTimeout(() => (button.textContent = label), 1500); // the label comes back; nothing waits on this
+}
+
+function legacyCopy(text) {
+  const area = element("textarea", { readonly: "", "aria-hidden": "true", class: "offscreen" });
+  area.value = text;
+  document.body.append(area);
+  area.select();
+  let done = false;
+  try {
+    done = document.execCommand("copy");
+  } catch {
+    done = false;
+  }
+  area.remove();
+  return done;
 }
 
 // -- the server ---------------------------------------------------------------------------------------
@@ -186,6 +231,46 @@ function titleOf(sessionId) {
   return view.rows.get(sessionId)?.title || localTitles()[sessionId] || null;
 }
 
+// Each conversation of the list has its menu (⋯): Rename and Delete, which open it and start the same
+// controls as the title bar's.
+function sessionMenu(sessionId, label) {
+  const box = element("div", { class: "session-menu" });
+  box.hidden = view.manage === "no";
+  const toggle = element("button", { type: "button", class: "menu-toggle", "data-testid": "session-menu", "aria-label": `Actions for ${label}`, "aria-expanded": "false" }, "⋯");
+  const items = element("div", { class: "menu-items", "data-testid": "session-menu-items" });
+  items.hidden = view.openMenu !== sessionId;
+  toggle.setAttribute("aria-expanded", String(!items.hidden));
+  const rename = element("button", { type: "button", "data-testid": "menu-rename" }, "Rename");
+  const remove = element("button", { type: "button", "data-testid": "menu-delete" }, "Delete");
+  items.append(rename, remove);
+  box.append(toggle, items);
+  toggle.addEventListener("click", () => {
+    const opening = items.hidden;
+    closeMenus();
+    items.hidden = !opening;
+    toggle.setAttribute("aria-expanded", String(opening));
+    if (opening) {
+      view.openMenu = sessionId;
+      rename.focus();
+    }
+  });
+  const act = async (button) => {
+    closeMenus();
+    if (narrow.matches) setSidebar(false);
+    if (view.sessionId !== sessionId) await open(sessionId);
+    $(button).click();
+  };
+  rename.addEventListener("click", () => act("rename"));
+  remove.addEventListener("click", () => act("delete"));
+  return box;
+}
+
+function closeMenus() {
+  view.openMenu = null;
+  for (const items of document.querySelectorAll(".menu-items")) items.hidden = true;
+  for (const toggle of document.querySelectorAll(".menu-toggle")) toggle.setAttribute("aria-expanded", "false");
+}
+
 function renderTitle() {
   const title = (view.sessionId && titleOf(view.sessionId)) || "New chat";
   $("title").textContent = title;
@@ -194,7 +279,7 @@ function renderTitle() {
 
 // -- loading a conversation -------------------------------------------------------------------------
 
-async function open(sessionId) {
+async function open(sessionId, { fresh = false } = {}) {
   const generation = ++view.generation;
   if (view.source) view.source.close();
   view.source = null;
@@ -203,7 +288,8 @@ async function open(sessionId) {
   history.replaceState(null, "", `?session=${encodeURIComponent(sessionId)}`);
   renderTitle();
   status("loading…");
-  let loaded = await api(sessionPath(sessionId, "/messages"));
+  // A new id of this page's own is created at once (asking for its messages first would be a 404).
+  let loaded = fresh ? { status: 404 } : await api(sessionPath(sessionId, "/messages"));
   if (generation !== view.generation) return;
   if (loaded.status === 404) {
     // A new conversation: create it so its event stream can be opened before the first message.
@@ -234,7 +320,7 @@ async function open(sessionId) {
   listen(sessionId, cursor, generation);
   if (!running) runClientTools();
   refreshSessions();
-  probeManage(sessionId);
+  renderManage();
 }
 
 function listen(sessionId, cursor, generation) {
@@ -399,12 +485,19 @@ async function refreshSessions() {
   const reply = await api("api/sessions");
   if (reply.status !== 200 || listing !== view.listing) return;
   const list = $("sessions");
+  // The list is drawn again: an open menu stays open, and the focus stays on the same control.
+  const focused = list.contains(document.activeElement) ? document.activeElement : null;
+  const refocus = focused && { session: focused.closest("li")?.dataset.session, testId: focused.dataset.testid };
   list.replaceChildren();
   const rows = [...reply.body.sessions];
   if (view.sessionId && !rows.some((s) => s.session_id === view.sessionId)) {
     rows.unshift({ session_id: view.sessionId, title: null });
   }
   appendSessions(list, rows, reply.body.next_cursor);
+  if (refocus?.session) {
+    const item = [...list.children].find((li) => li.dataset.session === refocus.session);
+    item?.querySelector(refocus.testId ? `[data-testid="${refocus.testId}"]` : "a")?.focus();
+  }
   renderTitle();
 }
 
@@ -424,8 +517,8 @@ function appendSessions(list, rows, nextCursor) {
       if (narrow.matches) setSidebar(false);
       open(id);
     });
-    const item = element("li");
-    item.append(link);
+    const item = element("li", { class: "session", "data-session": id });
+    item.append(link, sessionMenu(id, label));
     list.append(item);
   }
   if (!nextCursor) return;
@@ -492,9 +585,21 @@ function flush() {
   if (view.notificationsDirty) renderNotifications();
   view.notificationsDirty = false;
   renderActivity();
+  markLastAnswer();
   const said = view.spoken.splice(0).map(spoken).filter(Boolean);
   if (said.length) $("announcer").textContent = said.join(" ");
   if (atBottom) pane.scrollTop = pane.scrollHeight;
+}
+
+// Regenerate is offered on the conversation's last answer only.
+function markLastAnswer() {
+  const messages = view.transcript?.messages || [];
+  let last = -1;
+  for (let i = messages.length - 1; i >= 0 && last < 0; i--) {
+    if (messages[i].session_id === view.sessionId && messages[i].role === "assistant" && messages[i].text.trim()) last = i;
+  }
+  for (const marked of document.querySelectorAll(".entry[data-last-answer]")) marked.removeAttribute("data-last-answer");
+  view.bubbles.get(last)?.parentElement?.setAttribute("data-last-answer", "true");
 }
 
 function spoken(item) {
@@ -528,6 +633,7 @@ function rebuild() {
   view.transcript.messages.forEach((message, index) => place(index, message));
   renderNotifications();
   renderActivity();
+  markLastAnswer();
   $("transcript-pane").scrollTop = $("transcript-pane").scrollHeight;
 }
 
@@ -538,6 +644,7 @@ function renderActivity() {
   const focused = document.activeElement;
   send.hidden = view.busy;
   stop.hidden = !view.busy;
+  $("app").dataset.busy = String(view.busy); // Edit and Regenerate wait for the turn to end
   if (!view.busy) stop.disabled = false;
   if (focused === send && view.busy) stop.focus();
   if (focused === stop && !view.busy) $("input").focus();
@@ -614,8 +721,8 @@ function place(index, message) {
   if (!message) return;
   const item = element("li", { class: "entry", "data-role": message.role });
   const bubble = element("div", { class: "message", "data-testid": "message", "data-role": message.role, "data-session": message.session_id });
-  fill(bubble, message);
   item.append(element("span", { class: "sr-only" }, `${speaker(message)} `), bubble);
+  fill(bubble, message);
   groupFor(message.session_id).append(item);
   view.bubbles.set(index, bubble);
 }
@@ -656,6 +763,127 @@ function fill(bubble, m) {
   for (const call of m.tool_calls) if (!call.before_text) parts.push(renderToolCall(call, m.session_id));
   if (m.id.endsWith(":dropped")) parts.unshift(element("div", { class: "dropped-label" }, "Dropped: this model failed mid-answer"));
   bubble.replaceChildren(...parts);
+  // The bubble's buttons sit under it, outside it: the bubble holds only what was said.
+  const entry = bubble.parentElement;
+  if (!entry) return;
+  entry.querySelector(":scope > .actions")?.remove();
+  const actions = bubbleActions(m);
+  if (actions) entry.append(actions);
+}
+
+// Copy on every answer; Edit on the person's own messages; Regenerate on the conversation's last answer
+// (shown while nothing runs: both replace turns, see replaceTurn).
+function bubbleActions(m) {
+  const top = m.session_id === view.sessionId;
+  if (m.id.endsWith(":dropped")) return null;
+  const row = element("div", { class: "actions" });
+  if (m.role === "assistant" && m.text.trim()) {
+    const copy = element("button", { type: "button", class: "copy", "data-testid": "copy-answer", "aria-label": "Copy answer" }, "Copy");
+    copy.addEventListener("click", () => copyText(m.text, copy));
+    row.append(copy);
+    if (top) {
+      const again = element("button", { type: "button", class: "regenerate", "data-testid": "regenerate", "data-message": m.id }, "Regenerate");
+      again.addEventListener("click", () => regenerate(m));
+      row.append(again);
+    }
+  } else if (m.role === "user" && top) {
+    const edit = element("button", { type: "button", class: "edit", "data-testid": "edit", "aria-label": "Edit message" }, "Edit");
+    edit.addEventListener("click", (e) => startEdit(m, e.target.closest(".entry")?.querySelector(".message")));
+    row.append(edit);
+  }
+  return row.childElementCount ? row : null;
+}
+
+// -- regenerate and edit --------------------------------------------------------------------------------
+
+// The person's turns of this conversation, in order (the top session's user bubbles).
+function userTurns() {
+  return view.transcript.messages.filter((m) => m.role === "user" && m.session_id === view.sessionId);
+}
+
+// Ask again the turn whose answer this is: the same prompt, the turns before it kept, it and what follows dropped.
+function regenerate(answerMessage) {
+  const messages = view.transcript.messages;
+  const at = messages.findIndex((m) => m.id === answerMessage.id);
+  const turns = userTurns();
+  const turn = turns.filter((u) => messages.findIndex((m) => m.id === u.id) < at).length - 1;
+  if (turn < 0) return;
+  replaceTurn(turn, turns[turn].text, { trigger: "regenerate-message" }, "Regenerating the answer.");
+}
+
+function startEdit(m, bubble) {
+  if (view.busy || !bubble) return;
+  const form = element("form", { class: "edit-form", "data-testid": "edit-form" });
+  const id = `edit-${m.id}`.replace(/[^\w-]/g, "_");
+  const area = element("textarea", { id, rows: "3" });
+  area.value = m.text;
+  const save = element("button", { type: "submit", class: "primary" }, "Send");
+  const cancel = element("button", { type: "button" }, "Cancel");
+  form.append(element("label", { for: id, class: "sr-only" }, "Edit your message"), area, save, cancel);
+  bubble.replaceChildren(form);
+  area.focus();
+  const close = () => {
+    const latest = view.transcript.message(m.id);
+    if (latest) fill(bubble, latest);
+    bubble.querySelector('[data-testid="edit"]')?.focus();
+  };
+  cancel.addEventListener("click", close);
+  area.addEventListener("keydown", (e) => {
+    if (e.key === "Escape") close();
+    else if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = area.value.trim();
+    if (!text) return;
+    const turn = userTurns().findIndex((u) => u.id === m.id);
+    if (turn >= 0) replaceTurn(turn, text, { trigger: "submit-message", messageId: m.id }, "Sending the edited message.");
+  });
+}
+
+// Replace turn `index` and everything after it by `text` as a new turn, through the AI SDK endpoint, whose
+// server drops the turns the request no longer shows (docs/server.md). The reply streams the new turn; the
+// page follows it on its own event stream instead, so the reply is only read to its end (closing it early
+// would stop the run).
+async function replaceTurn(index, text, extra, said) {
+  const sessionId = view.sessionId;
+  if (!sessionId || view.busy) return;
+  const kept = userTurns().slice(0, index).map((u) => ({ id: u.id, role: "user", parts: [{ type: "text", text: u.text }] }));
+  const messages = [...kept, { id: extra.messageId || `${sessionId}-again-${Date.now()}`, role: "user", parts: [{ type: "text", text }] }];
+  view.busy = true;
+  view.awaiting = true;
+  renderActivity();
+  announce(said);
+  const headers = { "content-type": "application/json" };
+  if (token) headers.authorization = `Bearer ${token}`;
+  let response;
+  try {
+    response = await fetch("api/chat", { method: "POST", headers, body: JSON.stringify({ id: sessionId, messages, ...extra }) });
+  } catch (error) {
+    response = null;
+    notice(`Not sent: ${error}`);
+  }
+  if (!response?.ok) {
+    if (response) notice(`Not sent: ${(await response.json().catch(() => ({})))?.error?.message || `HTTP ${response.status}`}`);
+    view.busy = false;
+    view.awaiting = false;
+    return renderActivity();
+  }
+  drain(response);
+  if (view.sessionId === sessionId) await open(sessionId); // the store now holds the kept turns and the new one
+}
+
+async function drain(response) {
+  const reader = response.body?.getReader();
+  if (!reader) return;
+  try {
+    while (!(await reader.read()).done);
+  } catch {
+    // the connection ended: the run goes on on the server, and the event stream shows it
+  }
 }
 
 function renderNote(m, worded) {
@@ -1124,21 +1352,17 @@ $("stop").addEventListener("click", async () => {
 
 // -- renaming and deleting ----------------------------------------------------------------------------
 
-// One harmless request tells whether the server has PATCH api/sessions/{id}: an empty change (no title)
-// must be refused (400) or ignored; a server without the route answers 404 (not JSON) or 405.
-async function probeManage(sessionId) {
-  if (view.manage !== "unknown") return renderManage();
-  const reply = await api(sessionPath(sessionId), { method: "PATCH", body: "{}" });
-  if (view.manage === "unknown" && reply.status !== 0) view.manage = unsupported(reply) ? "no" : "yes";
-  renderManage();
-}
-
+// Rename and Delete are offered until the server shows it has no PATCH / DELETE api/sessions/{id} (404 that
+// is not its JSON "no session", or 405) when one is used: no probe at load, whose refusal every browser
+// would log as a console error.
 function renderManage() {
-  $("manage").hidden = view.manage !== "yes" || !$("rename-form").hidden;
+  $("manage").hidden = view.manage === "no" || !$("rename-form").hidden;
+  for (const menu of document.querySelectorAll(".session-menu")) menu.hidden = view.manage === "no";
 }
 
 function notSupported(what) {
   view.manage = "no";
+  closeMenus();
   closeEditors();
   notice(`This server cannot ${what} conversations.`);
 }
@@ -1203,7 +1427,7 @@ $("delete-yes").addEventListener("click", async () => {
   announce("Conversation deleted.");
   const listed = await api("api/sessions");
   const next = listed.status === 200 ? listed.body.sessions.find((s) => s.session_id !== sessionId) : null;
-  await open(next ? next.session_id : newSessionId());
+  await (next ? open(next.session_id) : open(newSessionId(), { fresh: true }));
   notice("Conversation deleted.");
   $("input").focus();
 });
@@ -1243,8 +1467,17 @@ $("close-sidebar").addEventListener("click", () => {
 });
 narrow.addEventListener("change", () => setSidebar(!narrow.matches));
 
+document.addEventListener("click", (e) => {
+  if (view.openMenu && !e.target.closest?.(".session-menu")) closeMenus(); // a click elsewhere closes the menu
+});
+
 document.addEventListener("keydown", (e) => {
   if (e.key !== "Escape") return;
+  const menu = document.activeElement?.closest?.(".session-menu");
+  if (menu && !menu.querySelector(".menu-items").hidden) {
+    closeMenus();
+    return menu.querySelector(".menu-toggle").focus();
+  }
   if (narrow.matches && $("app").dataset.sidebar === "open") {
     setSidebar(false);
     $("toggle-sidebar").focus();
@@ -1257,7 +1490,7 @@ document.addEventListener("keydown", (e) => {
 
 $("new-chat").addEventListener("click", () => {
   if (narrow.matches) setSidebar(false);
-  open(newSessionId());
+  open(newSessionId(), { fresh: true });
   $("input").focus();
 });
 
@@ -1269,5 +1502,5 @@ if (!narrow.matches) $("input").focus();
   if (wanted) return open(wanted);
   const reply = await api("api/sessions");
   if (reply.status === 200 && reply.body.sessions.length) return open(reply.body.sessions[0].session_id);
-  return open(newSessionId());
+  return open(newSessionId(), { fresh: true });
 })();
