@@ -150,6 +150,8 @@ def test_a_sub_agents_approval_names_it_and_enter_in_the_reason_denies(
     group = page.locator('[data-testid="subsession"]')
     expect(group.locator("> summary")).to_have_text("sub-agent treasurer")
     expect(group.locator(".live-call")).to_have_count(1)
+    chip = page.locator('[data-testid="notification"][data-tool-name="refund"]')
+    expect(chip).to_have_text("refund waits for your approval · sub-agent treasurer")
     assert serious_violations(page) == []
 
     reason = card.get_by_label("Reason to deny refund")

@@ -99,7 +99,7 @@ class Transcript:
 
     @property
     def pending_calls(self) -> dict[str, tuple[TranscriptToolCall, ...]]:
-        """Finished calls waiting for their session's next assistant/reasoning bubble."""
+        """Finished calls waiting for their session's next assistant/reasoning bubble (until the turn ends)."""
         return self._rules.pending_calls()
 
     @property

@@ -990,15 +990,19 @@ const WAITING = {
   "awaiting-subagent": "waits for its sub-agent",
 };
 
+// A sub-agent's call says which sub-agent, by name (its session id is in the card's group title).
+function fromWhom(n) {
+  return n.session_id !== view.sessionId ? ` · sub-agent ${agentName(n.session_id) || "(unnamed)"}` : "";
+}
+
 function notificationLabel(n) {
   if (n.status === "preparing") return `preparing ${n.tool_name}`;
-  if (WAITING[n.status]) return `${n.tool_name} ${WAITING[n.status]}${n.session_id !== view.sessionId ? ` · ${n.session_id}` : ""}`;
+  if (WAITING[n.status]) return `${n.tool_name} ${WAITING[n.status]}${fromWhom(n)}`;
   const elapsed = Math.max(0, Math.floor(Date.now() / 1000 - n.started_at));
   let label = `running ${n.tool_name} (${elapsed}s)`;
   if (typeof n.progress === "number") label += ` ${Math.round(n.progress * 100)}%`;
   if (n.progress_message) label += ` — ${n.progress_message}`;
-  if (n.session_id !== view.sessionId) label += ` · ${n.session_id}`;
-  return label;
+  return label + fromWhom(n);
 }
 
 function renderNotifications() {
