@@ -6,280 +6,23 @@
 // its own scripts and styles: no inline script or style, no eval. Assistant text is markdown (vendor/marked),
 // sanitised by vendor/purify.min.js (DOMPurify, loaded as a classic script before this module).
 
-import { highlight } from "./highlight.js";
 import { Transcript } from "./transcript.js";
-import { Marked } from "./vendor/marked.esm.js";
+import { answer, nameSubAgent, nameSubAgentsFromHistory, renderGroupName, renderNotifications, renderToolCall, runClientTools } from "./cards.js";
+import { $, api, element, errorText, narrow, newSessionId, notice, params, safeUrl, sessionPath, status, token, unsupported, view } from "./page.js";
+import { bubbleActions } from "./edits.js";
+import { closeMenus, forgetTitle, refreshSessions, rememberTitle, renderTitle, titleOf } from "./sessions.js";
+import { renderMarkdown } from "./markdown.js";
 
-const params = new URLSearchParams(location.search);
-const token = params.get("token") || localStorage.getItem("toolwire.token") || "";
-if (params.get("token")) localStorage.setItem("toolwire.token", token);
-
-const TICK_MS = 250; // elapsed seconds are recomputed often enough that each value is visible for most of a second
 const MAX_RECONNECTS = 30;
-const TITLES_KEY = "toolwire.titles"; // session id -> title from its first message, for servers that store none
-const MAX_TITLES = 500;
-const TITLE_LENGTH = 60;
 
-const $ = (id) => document.getElementById(id);
-const narrow = matchMedia("(max-width: 720px)");
-const view = {
-  generation: 0, // bumped by every open(): a slow load or a late event of the previous conversation is dropped
-  listing: 0, // bumped by every refreshSessions(): a slow answer never overwrites a newer list
-  sessionId: null,
-  transcript: null,
-  source: null,
-  reconnects: 0,
-  rows: new Map(), // session id -> its row of GET api/sessions
-  open: new Map(), // sub-session id -> expanded?, kept across reloads of the same page
-  bubbles: new Map(), // transcript index -> bubble element
-  groups: new Map(), // session id -> list holding its bubbles
-  lastText: new Map(), // session id -> index of its latest assistant bubble (read aloud when its text ends)
-  running: new Set(), // tool calls whose start was read aloud
-  cards: new Map(), // session id + call id -> the card of a call not finished yet (pending, running, waiting)
-  openCards: new Set(), // finished cards the person expanded, kept open when their bubble is drawn again
-  agents: new Map(), // session id -> the sub-agent's name (its interaction-start), or the tool that started it
-  noteText: new Map(), // system bubble id -> how the page words it (failover, error with Retry)
-  model: "", // the model of the conversation's current run, as its interaction-start names it
-  openMenu: null, // the conversation whose menu is open in the list
-  added: [],
-  updated: new Set(),
-  spoken: [], // for the live region at the end of the frame: texts, and {index, top} for a bubble's text
-  notificationsDirty: false,
-  frame: false,
-  busy: false, // a turn of this conversation is running
-  awaiting: false, // ... and nothing of its next step has arrived yet: "Thinking…"
-  manage: "unknown", // can this server rename and delete conversations? "unknown" | "no" (a use was refused)
-};
-
-// -- markdown -----------------------------------------------------------------------------------------
-
-const escapeHtml = (text) =>
-  String(text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
-
-// Raw HTML in an answer is shown as text; images become links (the CSP loads no foreign image anyway).
-// DOMPurify then removes whatever is left that could run or navigate somewhere unsafe.
-const markdown = new Marked(
-  { gfm: true, breaks: false, async: false },
-  {
-    renderer: {
-      html: ({ text }) => escapeHtml(text),
-      // The fence's language as a data attribute: the sanitiser drops classes, and the highlighter reads it.
-      code: ({ text, lang }) => `<pre><code data-lang="${escapeHtml((lang || "").split(/\s/)[0])}">${escapeHtml(text)}</code></pre>\n`,
-      image: ({ href, text }) => `<a href="${escapeHtml(href)}">${escapeHtml(text || href)}</a>`,
-    },
-  },
-);
-const PURIFY = {
-  ALLOWED_URI_REGEXP: /^(?:https?:|mailto:|#)/i,
-  FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "img", "svg", "math", "iframe"],
-  FORBID_ATTR: ["style", "class", "id", "name"],
-  RETURN_DOM_FRAGMENT: true,
-};
-const purify = globalThis.DOMPurify;
-if (purify?.addHook) {
-  purify.addHook("afterSanitizeAttributes", (node) => {
-    if (node.tagName === "A" && node.getAttribute("href")) {
-      node.setAttribute("target", "_blank");
-      node.setAttribute("rel", "noopener noreferrer");
-    }
-  });
-}
-
-function renderMarkdown(text) {
-  const box = element("div", { class: "text markdown" });
-  if (!purify?.sanitize) {
-    box.className = "text"; // no sanitiser loaded: plain text, never unsanitised HTML
-    box.textContent = text;
-    return box;
-  }
-  const html = purify.sanitize(markdown.parse(text), PURIFY);
-  for (const wide of html.querySelectorAll("pre, table")) wide.tabIndex = 0; // they scroll: reachable by keyboard
-  for (const pre of html.querySelectorAll("pre")) {
-    const code = pre.querySelector("code") || pre;
-    highlight(code, code.getAttribute("data-lang") || "");
-    const block = element("div", { class: "code-block" });
-    const copy = element("button", { type: "button", class: "copy", "data-testid": "copy-code", "aria-label": "Copy code" }, "Copy");
-    copy.addEventListener("click", () => copyText(code.textContent, copy));
-    pre.replaceWith(block);
-    block.append(copy, pre);
-  }
-  box.append(html);
-  return box;
-}
-
-// -- copying ------------------------------------------------------------------------------------------
-
-async function copyText(text, button) {
-  let copied = false;
-  try {
-    await navigator.clipboard.writeText(text);
-    copied = true;
-  } catch {
-    copied = legacyCopy(text); // no clipboard API (an http address on a LAN is not a secure context)
-  }
-  const label = button.dataset.label || button.textContent;
-  button.dataset.label = label;
-  button.textContent = copied ? "Copied" : "Not copied";
-  announce(copied ? "Copied." : "Could not copy.");
-  setTimeout(() => (button.textContent = label), 1500); // the label comes back; nothing waits on this
-}
-
-function legacyCopy(text) {
-  const area = element("textarea", { readonly: "", "aria-hidden": "true", class: "offscreen" });
-  area.value = text;
-  document.body.append(area);
-  area.select();
-  let done = false;
-  try {
-    done = document.execCommand("copy");
-  } catch {
-    done = false;
-  }
-  area.remove();
-  return done;
-}
-
-// -- the server ---------------------------------------------------------------------------------------
-
-async function api(path, options = {}) {
-  const headers = { "content-type": "application/json", ...(options.headers || {}) };
-  if (token) headers.authorization = `Bearer ${token}`;
-  try {
-    const response = await fetch(path, { ...options, headers }); // relative: works under a path prefix
-    const body = await response.json().catch(() => ({}));
-    return { status: response.status, body };
-  } catch (error) {
-    return { status: 0, body: { error: { type: "network", message: String(error) } } };
-  }
-}
-
-const sessionPath = (sessionId, rest = "") => `api/sessions/${encodeURIComponent(sessionId)}${rest}`;
-
-// A server without PATCH/DELETE api/sessions/{id} answers 405, or a 404 that is not its JSON "no session".
-const unsupported = (reply) => reply.status === 405 || reply.status === 501 || (reply.status === 404 && reply.body?.error?.type !== "not_found");
-
-function status(text) {
-  $("status").textContent = text;
-}
-
-function notice(text) {
-  $("notice").textContent = text;
-}
-
-function errorText(reply) {
-  return reply.body?.error?.message || `HTTP ${reply.status}`;
-}
-
-function announce(text) {
+export function announce(text) {
   if (!text) return;
   view.spoken.push(text);
   schedule();
 }
 
-// crypto.randomUUID exists only in secure contexts (https, localhost); a LAN http address has just getRandomValues.
-function newSessionId() {
-  if (crypto.randomUUID) return `web-${crypto.randomUUID()}`;
-  const bytes = crypto.getRandomValues(new Uint8Array(16));
-  return `web-${[...bytes].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
-}
-
-// -- titles -------------------------------------------------------------------------------------------
-
-function localTitles() {
-  try {
-    return JSON.parse(localStorage.getItem(TITLES_KEY) || "{}") || {};
-  } catch {
-    return {};
-  }
-}
-
-function storeTitles(titles) {
-  const ids = Object.keys(titles);
-  for (const id of ids.slice(0, Math.max(0, ids.length - MAX_TITLES))) delete titles[id];
-  try {
-    localStorage.setItem(TITLES_KEY, JSON.stringify(titles));
-  } catch {
-    // storage full or disabled: titles fall back to ids
-  }
-}
-
-function rememberTitle(sessionId, text) {
-  const titles = localTitles();
-  if (titles[sessionId]) return;
-  const line = text.replace(/\s+/g, " ").trim();
-  if (!line) return;
-  titles[sessionId] = line.length > TITLE_LENGTH ? shorten(line) : line;
-  storeTitles(titles);
-}
-
-// Cut at a word where there is one in the second half, never mid-word or after a comma.
-function shorten(line) {
-  let cut = line.slice(0, TITLE_LENGTH - 1);
-  const space = cut.lastIndexOf(" ");
-  if (space > TITLE_LENGTH / 2) cut = cut.slice(0, space);
-  return `${cut.replace(/[\s,.;:]+$/, "")}…`;
-}
-
-function forgetTitle(sessionId) {
-  const titles = localTitles();
-  delete titles[sessionId];
-  storeTitles(titles);
-}
-
-// The server's title (set by PATCH) first, then the first message sent from this browser.
-function titleOf(sessionId) {
-  return view.rows.get(sessionId)?.title || localTitles()[sessionId] || null;
-}
-
-// Each conversation of the list has its menu (⋯): Rename and Delete, which open it and start the same
-// controls as the title bar's.
-function sessionMenu(sessionId, label) {
-  const box = element("div", { class: "session-menu" });
-  box.hidden = view.manage === "no";
-  const toggle = element("button", { type: "button", class: "menu-toggle", "data-testid": "session-menu", "aria-label": `Actions for ${label}`, "aria-expanded": "false" }, "⋯");
-  const items = element("div", { class: "menu-items", "data-testid": "session-menu-items" });
-  items.hidden = view.openMenu !== sessionId;
-  toggle.setAttribute("aria-expanded", String(!items.hidden));
-  const rename = element("button", { type: "button", "data-testid": "menu-rename" }, "Rename");
-  const remove = element("button", { type: "button", "data-testid": "menu-delete" }, "Delete");
-  items.append(rename, remove);
-  box.append(toggle, items);
-  toggle.addEventListener("click", () => {
-    const opening = items.hidden;
-    closeMenus();
-    items.hidden = !opening;
-    toggle.setAttribute("aria-expanded", String(opening));
-    if (opening) {
-      view.openMenu = sessionId;
-      rename.focus();
-    }
-  });
-  const act = async (button) => {
-    closeMenus();
-    if (narrow.matches) setSidebar(false);
-    if (view.sessionId !== sessionId) await open(sessionId);
-    $(button).click();
-  };
-  rename.addEventListener("click", () => act("rename"));
-  remove.addEventListener("click", () => act("delete"));
-  return box;
-}
-
-function closeMenus() {
-  view.openMenu = null;
-  for (const items of document.querySelectorAll(".menu-items")) items.hidden = true;
-  for (const toggle of document.querySelectorAll(".menu-toggle")) toggle.setAttribute("aria-expanded", "false");
-}
-
-function renderTitle() {
-  const title = (view.sessionId && titleOf(view.sessionId)) || "New chat";
-  $("title").textContent = title;
-  document.title = `${title} · toolwire`;
-}
-
 // -- loading a conversation -------------------------------------------------------------------------
-
-async function open(sessionId, { fresh = false } = {}) {
+export async function open(sessionId, { fresh = false } = {}) {
   const generation = ++view.generation;
   if (view.source) view.source.close();
   view.source = null;
@@ -480,64 +223,7 @@ function markEmptyAnswer() {
   }
 }
 
-async function refreshSessions() {
-  const listing = ++view.listing;
-  const reply = await api("api/sessions");
-  if (reply.status !== 200 || listing !== view.listing) return;
-  const list = $("sessions");
-  // The list is drawn again: an open menu stays open, and the focus stays on the same control.
-  const focused = list.contains(document.activeElement) ? document.activeElement : null;
-  const refocus = focused && { session: focused.closest("li")?.dataset.session, testId: focused.dataset.testid };
-  list.replaceChildren();
-  const rows = [...reply.body.sessions];
-  if (view.sessionId && !rows.some((s) => s.session_id === view.sessionId)) {
-    rows.unshift({ session_id: view.sessionId, title: null });
-  }
-  appendSessions(list, rows, reply.body.next_cursor);
-  if (refocus?.session) {
-    const item = [...list.children].find((li) => li.dataset.session === refocus.session);
-    item?.querySelector(refocus.testId ? `[data-testid="${refocus.testId}"]` : "a")?.focus();
-  }
-  renderTitle();
-}
-
-// The server lists conversations a page at a time; older ones are one click away.
-function appendSessions(list, rows, nextCursor) {
-  for (const row of rows) {
-    const id = row.session_id;
-    view.rows.set(id, row);
-    const label = titleOf(id) || (id === view.sessionId ? "New chat" : id);
-    const link = element("a", { href: `?session=${encodeURIComponent(id)}`, title: id }, label);
-    if (id === view.sessionId) {
-      link.className = "current";
-      link.setAttribute("aria-current", "page");
-    }
-    link.addEventListener("click", (e) => {
-      e.preventDefault();
-      if (narrow.matches) setSidebar(false);
-      open(id);
-    });
-    const item = element("li", { class: "session", "data-session": id });
-    item.append(link, sessionMenu(id, label));
-    list.append(item);
-  }
-  if (!nextCursor) return;
-  const more = element("button", { type: "button", class: "older", "data-testid": "older-sessions" }, "Older conversations");
-  const item = element("li");
-  item.append(more);
-  list.append(item);
-  more.addEventListener("click", async () => {
-    const page = await api(`api/sessions?cursor=${encodeURIComponent(nextCursor)}`);
-    if (page.status !== 200) return status(`cannot list conversations: ${errorText(page)}`);
-    const had = list.children.length - 1;
-    item.remove();
-    appendSessions(list, page.body.sessions.filter((s) => s.session_id !== view.sessionId), page.body.next_cursor);
-    list.children[had]?.querySelector("a, button")?.focus(); // the keyboard goes on from the first older one
-  });
-}
-
 // -- rendering ----------------------------------------------------------------------------------------
-
 function changed(transcript, change) {
   if (transcript !== view.transcript) return;
   if (change.type === "message-added") view.added.push(change.index);
@@ -560,7 +246,7 @@ function changed(transcript, change) {
   schedule();
 }
 
-function schedule() {
+export function schedule() {
   if (view.frame) return;
   view.frame = true;
   requestAnimationFrame(flush);
@@ -638,7 +324,7 @@ function rebuild() {
 }
 
 // Send while idle, Stop while a turn runs; "Thinking…" until the next output arrives.
-function renderActivity() {
+export function renderActivity() {
   const send = $("send");
   const stop = $("stop");
   const focused = document.activeElement;
@@ -653,7 +339,7 @@ function renderActivity() {
 }
 
 // A sub-session's group opens where its first bubble appears, inside its parent's group.
-function groupFor(sessionId) {
+export function groupFor(sessionId) {
   const existing = view.groups.get(sessionId);
   if (existing) return existing;
   const parent = view.transcript.sessions[sessionId]?.parent_session_id;
@@ -671,41 +357,6 @@ function groupFor(sessionId) {
   outer.append(item);
   view.groups.set(sessionId, list);
   return list;
-}
-
-// A sub-agent is shown by its name (its runs' interaction-start carry it), else as "sub-agent".
-function agentName(sessionId) {
-  return view.agents.get(sessionId) || null;
-}
-
-function renderGroupName(summary, sessionId) {
-  const name = agentName(sessionId);
-  summary.replaceChildren("sub-agent ", element("strong", { class: "agent-name" }, name || "(unnamed)"));
-}
-
-// After a reload no interaction-start names the sub-agents: each is named after the caller's call that
-// started it, the one of the caller's latest message whose string argument is the sub-agent's task (its
-// first user message: `as_tool` passes `task`), or the only call of that message.
-function nameSubAgentsFromHistory(messages, parents) {
-  const latest = new Map(); // session id -> its latest assistant message so far
-  for (const message of messages) {
-    const sessionId = message.session_id;
-    if (message.role === "assistant") latest.set(sessionId, message);
-    const parent = parents[sessionId];
-    if (message.role !== "user" || !parent || view.agents.has(sessionId)) continue;
-    const calls = (latest.get(parent)?.parts || []).filter((p) => p.type === "tool-call");
-    const task = (message.parts || []).filter((p) => p.type === "text").map((p) => p.text).join("");
-    const call = calls.find((c) => Object.values(c.args || {}).includes(task)) || (calls.length === 1 ? calls[0] : null);
-    if (call) view.agents.set(sessionId, call.tool_name);
-  }
-}
-
-function nameSubAgent(sessionId, name) {
-  if (!name || view.agents.get(sessionId) === name) return;
-  view.agents.set(sessionId, name);
-  const group = document.querySelector(`details.subsession[data-session="${CSS.escape(sessionId)}"] > summary`);
-  if (group) renderGroupName(group, sessionId);
-  for (const [k, card] of view.cards) if (k.startsWith(`${sessionId}\u0000`)) card.from.textContent = `from sub-agent ${name}`;
 }
 
 function speaker(message) {
@@ -727,27 +378,7 @@ function place(index, message) {
   view.bubbles.set(index, bubble);
 }
 
-function element(tag, attrs = {}, text = "") {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attrs)) if (value !== null && value !== undefined) node.setAttribute(name, value);
-  if (text) node.textContent = text;
-  return node;
-}
-
-function json(value) {
-  if (typeof value === "string") return value;
-  try {
-    return JSON.stringify(value, null, 2) ?? String(value);
-  } catch {
-    return String(value);
-  }
-}
-
-function safeUrl(url) {
-  return /^(https?:|data:|blob:|\/)/i.test(url || "") ? url : null; // never javascript: from model output
-}
-
-function fill(bubble, m) {
+export function fill(bubble, m) {
   if (m.level) bubble.setAttribute("data-level", m.level);
   else bubble.removeAttribute("data-level");
   if (m.id.endsWith(":dropped")) bubble.setAttribute("data-dropped", "true"); // a failover discarded it
@@ -769,121 +400,6 @@ function fill(bubble, m) {
   entry.querySelector(":scope > .actions")?.remove();
   const actions = bubbleActions(m);
   if (actions) entry.append(actions);
-}
-
-// Copy on every answer; Edit on the person's own messages; Regenerate on the conversation's last answer
-// (shown while nothing runs: both replace turns, see replaceTurn).
-function bubbleActions(m) {
-  const top = m.session_id === view.sessionId;
-  if (m.id.endsWith(":dropped")) return null;
-  const row = element("div", { class: "actions" });
-  if (m.role === "assistant" && m.text.trim()) {
-    const copy = element("button", { type: "button", class: "copy", "data-testid": "copy-answer", "aria-label": "Copy answer" }, "Copy");
-    copy.addEventListener("click", () => copyText(m.text, copy));
-    row.append(copy);
-    if (top) {
-      const again = element("button", { type: "button", class: "regenerate", "data-testid": "regenerate", "data-message": m.id }, "Regenerate");
-      again.addEventListener("click", () => regenerate(m));
-      row.append(again);
-    }
-  } else if (m.role === "user" && top) {
-    const edit = element("button", { type: "button", class: "edit", "data-testid": "edit", "aria-label": "Edit message" }, "Edit");
-    edit.addEventListener("click", (e) => startEdit(m, e.target.closest(".entry")?.querySelector(".message")));
-    row.append(edit);
-  }
-  return row.childElementCount ? row : null;
-}
-
-// -- regenerate and edit --------------------------------------------------------------------------------
-
-// The person's turns of this conversation, in order (the top session's user bubbles).
-function userTurns() {
-  return view.transcript.messages.filter((m) => m.role === "user" && m.session_id === view.sessionId);
-}
-
-// Ask again the turn whose answer this is: the same prompt, the turns before it kept, it and what follows dropped.
-function regenerate(answerMessage) {
-  const messages = view.transcript.messages;
-  const at = messages.findIndex((m) => m.id === answerMessage.id);
-  const turns = userTurns();
-  const turn = turns.filter((u) => messages.findIndex((m) => m.id === u.id) < at).length - 1;
-  if (turn < 0) return;
-  replaceTurn(turn, turns[turn].text, { trigger: "regenerate-message" }, "Regenerating the answer.");
-}
-
-function startEdit(m, bubble) {
-  if (view.busy || !bubble) return;
-  const form = element("form", { class: "edit-form", "data-testid": "edit-form" });
-  const id = `edit-${m.id}`.replace(/[^\w-]/g, "_");
-  const area = element("textarea", { id, rows: "3" });
-  area.value = m.text;
-  const save = element("button", { type: "submit", class: "primary" }, "Send");
-  const cancel = element("button", { type: "button" }, "Cancel");
-  form.append(element("label", { for: id, class: "sr-only" }, "Edit your message"), area, save, cancel);
-  bubble.replaceChildren(form);
-  area.focus();
-  const close = () => {
-    const latest = view.transcript.message(m.id);
-    if (latest) fill(bubble, latest);
-    bubble.querySelector('[data-testid="edit"]')?.focus();
-  };
-  cancel.addEventListener("click", close);
-  area.addEventListener("keydown", (e) => {
-    if (e.key === "Escape") close();
-    else if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
-      e.preventDefault();
-      form.requestSubmit();
-    }
-  });
-  form.addEventListener("submit", (e) => {
-    e.preventDefault();
-    const text = area.value.trim();
-    if (!text) return;
-    const turn = userTurns().findIndex((u) => u.id === m.id);
-    if (turn >= 0) replaceTurn(turn, text, { trigger: "submit-message", messageId: m.id }, "Sending the edited message.");
-  });
-}
-
-// Replace turn `index` and everything after it by `text` as a new turn, through the AI SDK endpoint, whose
-// server drops the turns the request no longer shows (docs/server.md). The reply streams the new turn; the
-// page follows it on its own event stream instead, so the reply is only read to its end (closing it early
-// would stop the run).
-async function replaceTurn(index, text, extra, said) {
-  const sessionId = view.sessionId;
-  if (!sessionId || view.busy) return;
-  const kept = userTurns().slice(0, index).map((u) => ({ id: u.id, role: "user", parts: [{ type: "text", text: u.text }] }));
-  const messages = [...kept, { id: extra.messageId || `${sessionId}-again-${Date.now()}`, role: "user", parts: [{ type: "text", text }] }];
-  view.busy = true;
-  view.awaiting = true;
-  renderActivity();
-  announce(said);
-  const headers = { "content-type": "application/json" };
-  if (token) headers.authorization = `Bearer ${token}`;
-  let response;
-  try {
-    response = await fetch("api/chat", { method: "POST", headers, body: JSON.stringify({ id: sessionId, messages, ...extra }) });
-  } catch (error) {
-    response = null;
-    notice(`Not sent: ${error}`);
-  }
-  if (!response?.ok) {
-    if (response) notice(`Not sent: ${(await response.json().catch(() => ({})))?.error?.message || `HTTP ${response.status}`}`);
-    view.busy = false;
-    view.awaiting = false;
-    return renderActivity();
-  }
-  drain(response);
-  if (view.sessionId === sessionId) await open(sessionId); // the store now holds the kept turns and the new one
-}
-
-async function drain(response) {
-  const reader = response.body?.getReader();
-  if (!reader) return;
-  try {
-    while (!(await reader.read()).done);
-  } catch {
-    // the connection ended: the run goes on on the server, and the event stream shows it
-  }
 }
 
 function renderNote(m, worded) {
@@ -914,381 +430,7 @@ function renderMedia(m) {
   return box;
 }
 
-// -- tool cards -----------------------------------------------------------------------------------------
-
-// What a finished call's status shows. Live completions carry the loop's status; a stored result only its
-// text, whose wording (agent/history.py) tells a denial or a cancellation from a failure.
-const FINISHED = { ok: "done", error: "error", blocked: "blocked", cancelled: "cancelled", interrupted: "interrupted", denied: "denied", unanswered: "unanswered" };
-const STORED = [
-  ["Tool call denied by the user", "denied"],
-  ["Tool call cancelled", "cancelled"],
-  ["Tool call interrupted", "interrupted"],
-  ["Tool call not answered", "unanswered"],
-];
-
-function finishedStatus(call) {
-  if (call.status && FINISHED[call.status]) return FINISHED[call.status];
-  const text = typeof call.result === "string" ? call.result : "";
-  for (const [prefix, status] of STORED) if (text.startsWith(prefix)) return status;
-  return call.is_error ? "error" : "done";
-}
-
-const LIVE = {
-  preparing: "pending",
-  executing: "running",
-  "awaiting-approval": "awaiting approval",
-  "awaiting-output": "awaiting input",
-  "awaiting-subagent": "awaiting sub-agent",
-};
-
-function seconds(value) {
-  return value < 10 ? `${value.toFixed(1)} s` : `${Math.round(value)} s`;
-}
-
-function io(label, value, testId) {
-  const box = element("div", { class: "io" });
-  const body = element("pre", { class: "json", "data-testid": testId, tabindex: "0", "aria-label": label }, json(value));
-  box.append(element("div", { class: "io-label" }, label), body);
-  return box;
-}
-
-// A card: the summary line (tool, title, status, duration, the sub-agent it comes from) and, expanded, its
-// input and output. Finished cards start collapsed; a call that waits for a person starts expanded.
-function card({ sessionId, toolName, title, status, key }) {
-  const box = element("details", { class: "tool-call", "data-testid": "tool-call", "data-tool-name": toolName, "data-status": status, "data-session": sessionId });
-  const summary = element("summary", { class: "head" });
-  const badge = element("span", { class: "badge", "data-testid": "tool-status" }, status.replace("-", " "));
-  const time = element("span", { class: "duration", "data-testid": "tool-duration" });
-  const from = element("span", { class: "from", "data-testid": "tool-from" });
-  summary.append(element("span", { class: "name" }, toolName));
-  if (title) summary.append(element("span", { class: "title", "data-testid": "tool-title" }, title));
-  summary.append(badge, time, from);
-  if (sessionId !== view.sessionId) from.textContent = `from sub-agent ${agentName(sessionId) || "(unnamed)"}`;
-  box.append(summary);
-  if (key) {
-    box.open = view.openCards.has(key);
-    box.addEventListener("toggle", () => (box.open ? view.openCards.add(key) : view.openCards.delete(key)));
-  }
-  return { box, badge, time, from };
-}
-
-function renderToolCall(call, sessionId) {
-  const status = finishedStatus(call);
-  const key = `${sessionId}\u0000${call.message_id || ""}\u0000${call.tool_call_id}`;
-  const { box, time } = card({ sessionId, toolName: call.tool_name, title: call.title, status, key });
-  if (typeof call.duration === "number") time.textContent = seconds(call.duration);
-  box.append(io("Input", call.args, "tool-args"));
-  const result = io(status === "done" ? "Output" : status === "error" ? "Error" : "Result", call.result, "tool-result");
-  result.classList.add("result");
-  box.append(result);
-  return box;
-}
-
-const WAITING = {
-  "awaiting-approval": "waits for your approval",
-  "awaiting-output": "waits for this client",
-  "awaiting-subagent": "waits for its sub-agent",
-};
-
-// A sub-agent's call says which sub-agent, by name (its session id is in the card's group title).
-function fromWhom(n) {
-  return n.session_id !== view.sessionId ? ` · sub-agent ${agentName(n.session_id) || "(unnamed)"}` : "";
-}
-
-function notificationLabel(n) {
-  if (n.status === "preparing") return `preparing ${n.tool_name}`;
-  if (WAITING[n.status]) return `${n.tool_name} ${WAITING[n.status]}${fromWhom(n)}`;
-  const elapsed = Math.max(0, Math.floor(Date.now() / 1000 - n.started_at));
-  let label = `running ${n.tool_name} (${elapsed}s)`;
-  if (typeof n.progress === "number") label += ` ${Math.round(n.progress * 100)}%`;
-  if (n.progress_message) label += ` — ${n.progress_message}`;
-  return label + fromWhom(n);
-}
-
-function renderNotifications() {
-  const box = $("notifications");
-  box.replaceChildren();
-  const active = view.transcript ? view.transcript.activeTools : [];
-  for (const n of active) {
-    const note = element("span", { class: "notification", "data-testid": "notification", "data-tool-name": n.tool_name, "data-status": n.status, "data-session": n.session_id }, notificationLabel(n));
-    note.notification = n;
-    box.append(note);
-  }
-  renderLiveCards(active);
-}
-
-// The calls not finished yet, each as its card at the end of its session's messages: kept (with what is
-// typed in them) while their status changes, removed when they finish (the finished card then shows in
-// the bubble that made the call).
-function renderLiveCards(active) {
-  const seen = new Set();
-  for (const n of active) {
-    const key = `${n.session_id}\u0000${n.tool_call_id}`;
-    seen.add(key);
-    let live = view.cards.get(key);
-    if (live && live.toolName !== n.tool_name) {
-      live.item.remove(); // a reused id: another call
-      live = null;
-    }
-    if (!live) {
-      live = liveCard(n);
-      view.cards.set(key, live);
-      groupFor(n.session_id).append(live.item);
-    }
-    updateLiveCard(live, n);
-  }
-  for (const [key, live] of view.cards) {
-    if (seen.has(key)) continue;
-    live.item.remove();
-    view.cards.delete(key);
-  }
-}
-
-function liveCard(n) {
-  const info = view.transcript.callInfo(n.session_id, n.tool_call_id) || {};
-  const parts = card({ sessionId: n.session_id, toolName: n.tool_name, title: info.title, status: LIVE[n.status] || n.status, key: null });
-  const item = element("li", { class: "entry live-call", "data-role": "tool" });
-  item.append(element("span", { class: "sr-only" }, "Tool call: "), parts.box);
-  parts.box.open = n.status === "awaiting-approval" || n.status === "awaiting-output";
-  parts.box.append(io("Input", info.args ?? {}, "tool-args"));
-  return { ...parts, item, toolName: n.tool_name, status: null, form: null, notification: n };
-}
-
-function updateLiveCard(live, n) {
-  live.notification = n;
-  const status = n.status;
-  if (live.status !== status) {
-    live.status = status;
-    live.box.setAttribute("data-status", status === "preparing" ? "pending" : status === "executing" ? "running" : status);
-    live.badge.textContent = LIVE[status] || status;
-    const args = view.transcript.callInfo(n.session_id, n.tool_call_id)?.args;
-    if (args) live.box.querySelector('[data-testid="tool-args"]').textContent = json(args);
-    live.form?.remove();
-    live.form = null;
-    if (status === "awaiting-approval") live.form = approvalControls(n);
-    else if (status === "awaiting-output" && !clientTool(n.tool_name)) live.form = clientToolForm(n);
-    if (live.form) {
-      live.box.open = true;
-      live.box.append(live.form);
-    }
-  }
-  live.time.textContent = status === "executing" || status === "preparing" ? elapsed(n) : "";
-}
-
-function elapsed(n) {
-  return `${Math.max(0, Math.floor(Date.now() / 1000 - n.started_at))} s`;
-}
-
-// -- calls waiting for a person -------------------------------------------------------------------------
-
-// Approve runs the call; Deny refuses it, with the reason typed (the model reads it; Enter in it denies).
-// The card above shows what would run: the tool, its title, its whole input, the sub-agent asking.
-function approvalControls(n) {
-  const form = element("form", { class: "approval", "data-testid": "approval", "data-tool-call-id": n.tool_call_id });
-  const reason = element("input", { type: "text", "data-testid": "deny-reason", placeholder: "Reason to deny (optional)", "aria-label": `Reason to deny ${n.tool_name}` });
-  const approve = element("button", { type: "button", "data-testid": "approve", class: "primary" }, "Approve");
-  const deny = element("button", { type: "button", "data-testid": "deny" }, "Deny");
-  const decide = (value, said) => {
-    approve.disabled = true;
-    deny.disabled = true;
-    moveFocusFrom(form);
-    const body = { approvals: { [n.tool_call_id]: value } };
-    const messageId = view.transcript?.callInfo(n.session_id, n.tool_call_id)?.message_id;
-    if (messageId) body.message_ids = { [n.tool_call_id]: messageId };
-    answer(body, said);
-  };
-  approve.addEventListener("click", () => decide(true, `Approved ${n.tool_name}.`));
-  deny.addEventListener("click", () => {
-    const why = reason.value.trim();
-    decide(why ? { denied: why } : false, `Denied ${n.tool_name}.`);
-  });
-  reason.addEventListener("keydown", (e) => {
-    if (e.key !== "Enter" || e.isComposing) return;
-    e.preventDefault();
-    deny.click();
-  });
-  form.addEventListener("submit", (e) => e.preventDefault());
-  form.append(approve, deny, reason);
-  return form;
-}
-
-// After an answer the answered card goes away: the focus goes to the next call that waits, else the message box.
-function moveFocusFrom(form) {
-  const next = [...document.querySelectorAll('[data-testid="approval"] [data-testid="approve"], .client-tool-form input, .client-tool-form button')]
-    .find((el) => !form.contains(el) && !el.disabled);
-  (next || $("input")).focus();
-}
-
-// -- client tools -------------------------------------------------------------------------------------
-
-// Client tools (`@tool(external=True)`) this page runs itself, in the browser: their output goes back as the
-// call's result. An app adds its own with `toolwire.registerClientTool(name, fn)` (fn gets the call's args
-// and may return a promise; a throw answers {failed}); a script that runs before this module may leave them in
-// `globalThis.toolwireClientTools` ({name: fn}). Any other client tool gets a form, with Cancel.
-const CLIENT_TOOLS = new Map([["browser_time_zone", () => Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC"]]);
-const answered = new Set(); // calls already answered from this page (an answer is sent once)
-
-function clientTool(name) {
-  return CLIENT_TOOLS.get(name) || null;
-}
-
-function registerClientTool(name, fn) {
-  if (typeof name !== "string" || typeof fn !== "function") throw new TypeError("registerClientTool(name, fn)");
-  CLIENT_TOOLS.set(name, fn);
-  for (const live of view.cards.values()) {
-    if (live.toolName === name && live.status === "awaiting-output") live.status = null; // its form goes
-  }
-  view.notificationsDirty = true;
-  schedule();
-  runClientTools();
-}
-globalThis.toolwire = Object.assign(globalThis.toolwire || {}, { registerClientTool });
-for (const [name, fn] of Object.entries(globalThis.toolwireClientTools || {})) if (typeof fn === "function") CLIENT_TOOLS.set(name, fn);
-
-function callKeyOf(n) {
-  return `${n.session_id}\u0000${n.tool_call_id}`;
-}
-
-// One answer for a client tool's call: its output, or {failed: message}; bound to the message that made it.
-function answerClientTool(n, output, said) {
-  const messageId = view.transcript?.callInfo(n.session_id, n.tool_call_id)?.message_id;
-  const body = { tool_outputs: { [n.tool_call_id]: output } };
-  if (messageId) body.message_ids = { [n.tool_call_id]: messageId };
-  return answer(body, said);
-}
-
-async function runClientTools() {
-  if (!view.transcript || view.busy) return;
-  const outputs = {};
-  const messageIds = {};
-  for (const n of view.transcript.activeTools) {
-    const run = clientTool(n.tool_name);
-    const key = callKeyOf(n);
-    if (n.status !== "awaiting-output" || !run || answered.has(key)) continue;
-    answered.add(key);
-    const info = view.transcript.callInfo(n.session_id, n.tool_call_id) || {};
-    try {
-      outputs[n.tool_call_id] = await run(info.args || {}, { toolName: n.tool_name, toolCallId: n.tool_call_id, sessionId: n.session_id });
-    } catch (error) {
-      outputs[n.tool_call_id] = { failed: String(error?.message || error) };
-    }
-    if (outputs[n.tool_call_id] === undefined) outputs[n.tool_call_id] = null;
-    if (info.message_id) messageIds[n.tool_call_id] = info.message_id;
-  }
-  if (!Object.keys(outputs).length) return;
-  const body = { tool_outputs: outputs };
-  if (Object.keys(messageIds).length) body.message_ids = messageIds;
-  answer(body, "");
-}
-
-// The generic form of a client tool the page has no handler for: one field per argument the model gave
-// (its JSON type picks the input), prefilled with the model's values; Send returns the values as the
-// call's output, Cancel answers {failed: "cancelled by the user"}.
-function clientToolForm(n) {
-  const info = view.transcript.callInfo(n.session_id, n.tool_call_id) || {};
-  const args = info.args && typeof info.args === "object" ? info.args : {};
-  const form = element("form", { class: "client-tool-form", "data-testid": "client-tool-form", "data-tool-call-id": n.tool_call_id });
-  const fields = [];
-  for (const [name, value] of Object.entries(args)) {
-    const id = `ct-${n.tool_call_id}-${name}`.replace(/[^\w-]/g, "_");
-    const label = element("label", { for: id }, name);
-    let input;
-    if (typeof value === "boolean") {
-      input = element("input", { id, type: "checkbox" });
-      input.checked = value;
-    } else if (typeof value === "number") {
-      input = element("input", { id, type: "number", step: "any" });
-      input.value = String(value);
-    } else if (typeof value === "string") {
-      input = element(value.length > 60 ? "textarea" : "input", { id, type: value.length > 60 ? null : "text" });
-      input.value = value;
-    } else {
-      input = element("textarea", { id, class: "json-field" });
-      input.value = JSON.stringify(value, null, 2);
-    }
-    const row = element("div", { class: "field" });
-    row.append(label, input);
-    form.append(row);
-    fields.push([name, value, input]);
-  }
-  if (!fields.length) {
-    const id = `ct-${n.tool_call_id}-answer`.replace(/[^\w-]/g, "_");
-    const row = element("div", { class: "field" });
-    const input = element("input", { id, type: "text" });
-    row.append(element("label", { for: id }, "Answer"), input);
-    form.append(row);
-    fields.push([null, "", input]);
-  }
-  const error = element("div", { class: "field-error", role: "alert" });
-  const send = element("button", { type: "submit", class: "primary", "data-testid": "client-tool-send" }, "Send");
-  const cancel = element("button", { type: "button", "data-testid": "client-tool-cancel" }, "Cancel");
-  const buttons = element("div", { class: "buttons" });
-  buttons.append(send, cancel);
-  form.append(error, buttons);
-  form.addEventListener("submit", (e) => {
-    e.preventDefault();
-    let output = {};
-    for (const [name, original, input] of fields) {
-      let value;
-      if (typeof original === "boolean") value = input.checked;
-      else if (typeof original === "number") value = input.value === "" ? null : Number(input.value);
-      else if (typeof original === "string") value = input.value;
-      else {
-        try {
-          value = JSON.parse(input.value);
-        } catch {
-          error.textContent = `${name}: not valid JSON`;
-          input.focus();
-          return;
-        }
-      }
-      if (name === null) output = value;
-      else output[name] = value;
-    }
-    answered.add(callKeyOf(n));
-    send.disabled = cancel.disabled = true;
-    moveFocusFrom(form);
-    answerClientTool(n, output, `Sent ${n.tool_name}.`);
-  });
-  cancel.addEventListener("click", () => {
-    answered.add(callKeyOf(n));
-    send.disabled = cancel.disabled = true;
-    moveFocusFrom(form);
-    answerClientTool(n, { failed: "cancelled by the user" }, `Cancelled ${n.tool_name}.`);
-  });
-  return form;
-}
-
-async function answer(body, said) {
-  const sessionId = view.sessionId;
-  if (!sessionId || view.busy) return;
-  view.busy = true;
-  view.awaiting = true;
-  renderActivity();
-  if (said) announce(said);
-  const sent = await api(sessionPath(sessionId, "/messages"), { method: "POST", body: JSON.stringify(body) });
-  if (view.sessionId !== sessionId || sent.status === 202) return;
-  view.busy = false;
-  view.awaiting = false;
-  renderActivity();
-  notice(`Not sent: ${errorText(sent)}`);
-}
-
-// Elapsed seconds keep ticking while a tool runs: only the labels' text changes, the elements stay.
-setInterval(() => {
-  for (const note of $("notifications").querySelectorAll(".notification")) {
-    const label = notificationLabel(note.notification);
-    if (note.textContent !== label) note.textContent = label;
-  }
-  for (const live of view.cards.values()) {
-    const n = live.notification;
-    const label = n.status === "executing" || n.status === "preparing" ? elapsed(n) : "";
-    if (live.time.textContent !== label) live.time.textContent = label;
-  }
-}, TICK_MS);
-
 // -- sending and stopping -----------------------------------------------------------------------------
-
 function autosize() {
   const input = $("input");
   input.style.height = "auto"; // CSSOM, which the CSP allows (a style attribute in markup it would not)
@@ -1332,6 +474,7 @@ $("input").addEventListener("keydown", (e) => {
     $("composer").requestSubmit();
   }
 });
+
 $("input").addEventListener("input", autosize);
 
 $("stop").addEventListener("click", async () => {
@@ -1355,7 +498,6 @@ $("stop").addEventListener("click", async () => {
 });
 
 // -- renaming and deleting ----------------------------------------------------------------------------
-
 // Rename and Delete are offered until the server shows it has no PATCH / DELETE api/sessions/{id} (404 that
 // is not its JSON "no session", or 405) when one is used: no probe at load, whose refusal every browser
 // would log as a console error.
@@ -1437,9 +579,8 @@ $("delete-yes").addEventListener("click", async () => {
 });
 
 // -- the sidebar --------------------------------------------------------------------------------------
-
 // Beside the chat on a wide screen, over it on a phone (where the rest of the page is inert meanwhile).
-function setSidebar(open) {
+export function setSidebar(open) {
   $("app").dataset.sidebar = open ? "open" : "closed";
   $("toggle-sidebar").setAttribute("aria-expanded", String(open));
   const over = open && narrow.matches;
@@ -1465,10 +606,12 @@ $("toggle-sidebar").addEventListener("click", () => {
 });
 
 $("scrim").addEventListener("click", () => setSidebar(false));
+
 $("close-sidebar").addEventListener("click", () => {
   setSidebar(false);
   $("toggle-sidebar").focus();
 });
+
 narrow.addEventListener("change", () => setSidebar(!narrow.matches));
 
 document.addEventListener("click", (e) => {
@@ -1499,6 +642,7 @@ $("new-chat").addEventListener("click", () => {
 });
 
 setSidebar(!narrow.matches);
+
 if (!narrow.matches) $("input").focus();
 
 (async () => {
