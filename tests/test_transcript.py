@@ -161,6 +161,7 @@ def test_there_are_scenarios_for_every_required_case() -> None:
         "awaiting_in_sub_agent_then_new_prompt",
         "reused_call_ids",
         "turn_ending_without_text",
+        "paused_step_shows_what_ran",
     } <= names
 
 
@@ -202,6 +203,7 @@ def test_reconnect_resumes_from_history_plus_remaining_events(scenario: dict[str
             parents=scenario.get("parents"),
             last_seq=resume.get("last_seq"),
             awaiting=_awaiting(resume.get("awaiting")),
+            ended=resume.get("ended", False),
         )
         checkpoint = scenario.get("resumed_checkpoint")
         if index == 0 and checkpoint is not None:

@@ -82,6 +82,11 @@ def _respond(request: ModelRequest) -> Sequence[Part]:
             title="Refund order A1",
         )
         return [call]
+    if word == "both":
+        return [
+            ToolCallPart(tool_call_id="call_l1", tool_name="lookup", args={"order_id": "A1"}),
+            ToolCallPart(tool_call_id="call_r2", tool_name="refund", args={"order_id": "A1", "amount": 5.0}),
+        ]
     if word == "delegate":
         return [ToolCallPart(tool_call_id="call_d1", tool_name="treasurer", args={"task": "refund B2"})]
     return [
@@ -91,10 +96,16 @@ def _respond(request: ModelRequest) -> Sequence[Part]:
     ]
 
 
+def lookup(order_id: str) -> str:
+    """Looks an order up."""
+    return f"{order_id}: a lamp, 40 EUR"
+
+
 def _agent() -> Agent[Any, str]:
     treasurer = Agent(ScriptedModel(_treasurer), tools=[refund], name="treasurer")
     return Agent(
-        ScriptedModel(_respond), tools=[refund, pick_slot, treasurer.as_tool("treasurer", "Handles refunds")]
+        ScriptedModel(_respond),
+        tools=[refund, pick_slot, lookup, treasurer.as_tool("treasurer", "Handles refunds")],
     )
 
 
@@ -202,3 +213,23 @@ def test_an_app_registers_its_own_browser_handler(page: Page, serve: Serve) -> N
     send(page, "book a slot")
     expect(assistant(page).last).to_contain_text('answered: "picked Tue for 2"', timeout=10_000)
     expect(page.get_by_test_id("client-tool-form")).to_have_count(0)
+
+
+def test_what_already_ran_shows_while_a_call_waits(page: Page, serve: Serve) -> None:
+    """A step whose first call ran and whose second waits for approval, before any text: the finished card
+    shows (done, with its output) above the waiting one, live and after a reload (transcript rule 4)."""
+    running = serve(_agent())
+    url = f"{running.url}/?session=ran-and-waits"
+    connected(page, url)
+    send(page, "both please")
+    expect(_waiting(page, "refund")).to_have_attribute("data-status", "awaiting-approval", timeout=10_000)
+    for _ in range(2):
+        done = page.locator('[data-testid="message"] [data-testid="tool-call"][data-tool-name="lookup"]')
+        expect(done).to_have_attribute("data-status", "done")
+        expect(done.get_by_test_id("tool-result")).to_contain_text("a lamp, 40 EUR")
+        connected(page, url)
+    _waiting(page, "refund").get_by_role("button", name="Approve").click()
+    expect(assistant(page).last).to_contain_text("answered:", timeout=10_000)
+    cards = page.locator('[data-testid="message"] [data-testid="tool-call"]')
+    expect(cards).to_have_count(2)  # the approved call joined the card that ran, in the order made
+    assert [c.get_attribute("data-tool-name") for c in cards.all()] == ["lookup", "refund"]

@@ -172,8 +172,8 @@ class Transcript:
         ``awaiting`` maps ``(session_id, tool_call_id)`` to what a call of a paused run waits for
         (``approval``, ``output``, ``subagent``; from the tool-call rows whose status is ``awaiting_*``:
         ``{(r.session_id, r.tool_call_id): r.awaiting for r in rows if r.awaiting}``): those calls show as
-        ``tool-call-awaiting`` showed them. ``ended=True`` says no run is in progress or paused (the
-        last turn's ``interaction-end`` was published): calls of that turn still waiting for an answer
+        ``tool-call-awaiting`` showed them. ``ended=True`` says no run is in progress (none, or a paused
+        one: the last ``interaction-end`` was published): calls of that turn still waiting for an answer
         bubble get their own, as the live transcript gave them at that end (rule 4).
         """
         transcript = cls(on_change=on_change)

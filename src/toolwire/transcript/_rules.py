@@ -157,10 +157,9 @@ class Rules:
                 self._user_turn(state, event.message)
             case InteractionEnd():
                 state.anon = None
-                # A paused run ends with calls waiting for a person: they stay until answered, and the
-                # turn goes on when they are; any other end closes the turn, so its calls stay in it.
-                if event.status != "paused":
-                    self._flush(state.id)
+                # The run's waiting calls get their bubble here (rule 4), a paused run's too: the person
+                # answering sees what already ran. Calls waiting for a person stay until answered.
+                self._flush(state.id)
                 self._clear_notifications("interaction-end", state.id, awaiting=False)
             case InteractionStart():
                 # This run answers, announces again or abandons what its sub-agents waited for.
@@ -816,11 +815,12 @@ class Rules:
     ) -> None:
         """Replay stored messages (all sessions, in the order they happened) through the live handlers;
         ``awaiting``: the calls a paused run left waiting, as ``tool-call-awaiting`` would show them;
-        ``ended``: no run is in progress or paused, so the last turn's ``interaction-end`` was published."""
+        ``ended``: no run is in progress (none, or a paused one), so the last ``interaction-end`` was published."""
         parent_of = dict(parents or {})
         stored = list(messages)
         last = {message.session_id or "": index for index, message in enumerate(stored)}
         finished: list[str] = []  # sessions past their last message, their run over once another speaks
+        answered: set[str] = set()  # sessions whose latest assistant message has a tool message already
         for index, message in enumerate(stored):
             self._ops += 1
             state = self._register_chain(message.session_id or "", parent_of)
@@ -831,6 +831,14 @@ class Rules:
             for done in [s for s in finished if not self._within(state.id, s)]:
                 finished.remove(done)
                 self._flush(done)
+            # A second tool message for one assistant message: its step paused in between, and the
+            # paused run's interaction-end flushed what had finished.
+            if message.role == "tool":
+                if state.id in answered:
+                    self._flush(state.id)
+                answered.add(state.id)
+            elif message.role in ("assistant", "user"):
+                answered.discard(state.id)
             self._replay(state, message)
             if last[state.id] == index and state.id in self._pending:
                 finished.append(state.id)

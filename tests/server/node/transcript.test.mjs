@@ -80,7 +80,7 @@ for (const { file, data } of toolwire) {
   for (const [index, resume] of (data.resumes || []).entries()) {
     test(`${file}: reconnect ${index} resumes from history plus the remaining events`, () => {
       const { t: full } = live(data);
-      const t = Transcript.fromHistory(resume.history, { parents: data.parents, lastSeq: resume.last_seq, awaiting: resume.awaiting });
+      const t = Transcript.fromHistory(resume.history, { parents: data.parents, lastSeq: resume.last_seq, awaiting: resume.awaiting, ended: !!resume.ended });
       if (index === 0 && data.resumed_checkpoint) {
         assert.deepEqual(messages(t), data.resumed_checkpoint.messages);
         assert.deepEqual(notifications(t), data.resumed_checkpoint.notifications);

@@ -47,8 +47,8 @@ export async function open(sessionId, { fresh = false } = {}) {
   }
   const { messages, parents, last_seq: lastSeq, cursor, running, awaiting } = loaded.body;
   // A paused run's calls wait for a person: shown (with Approve / Deny) as the live events showed them.
-  // Nothing running or waiting: the last turn ended, so its calls that found no answer stay under it (rule 4).
-  const ended = !running && !(awaiting || []).length;
+  // No run in progress (none, or a paused one): the last interaction-end was published (rule 4's flush).
+  const ended = !running;
   const transcript = Transcript.fromHistory(messages, { parents, lastSeq, awaiting: awaiting || [], ended });
   view.transcript = transcript;
   nameSubAgentsFromHistory(messages, parents || {});

@@ -184,9 +184,9 @@ export class Transcript {
         break;
       case "interaction-end":
         state.anon = null;
-        // A paused run ends with calls waiting for a person: they stay until answered, and the turn goes
-        // on when they are; any other end closes the turn, so its calls stay in it.
-        if (event.status !== "paused") this._flush(state.id);
+        // The run's waiting calls get their bubble here (rule 4), a paused run's too: the person answering
+        // sees what already ran. Calls waiting for a person stay until answered.
+        this._flush(state.id);
         this._clearNotifications("interaction-end", state.id, { awaiting: false });
         break;
       case "interaction-start":
@@ -662,13 +662,14 @@ export class Transcript {
 
   // -- resume -----------------------------------------------------------------------------------
 
-  // `awaiting`: [{session_id, tool_call_id, kind}] of the calls a paused run left waiting. `ended`: no run is
-  // in progress or paused, so the last turn's interaction-end was published (its waiting calls flush, rule 4).
+  // `awaiting`: [{session_id, tool_call_id, kind}] of the calls a paused run left waiting. `ended`: no run is in
+  // progress (none, or a paused one), so the last interaction-end was published (its waiting calls flush, rule 4).
   static fromHistory(messages, { parents = null, lastSeq = null, awaiting = null, ended = false, onChange = undefined } = {}) {
     const transcript = new Transcript({ onChange });
     const parentOf = { ...(parents || {}) };
     const last = new Map(messages.map((message, index) => [message.session_id || "", index]));
     const finished = []; // sessions past their last message: their run is over once another speaks
+    const answered = new Set(); // sessions whose latest assistant message has a tool message already
     messages.forEach((message, index) => {
       const state = transcript._registerChain(message.session_id || "", parentOf);
       if (state.id) transcript._switchRoot(state);
@@ -677,6 +678,14 @@ export class Transcript {
       for (const done of finished.filter((s) => !transcript._within(state.id, s))) {
         finished.splice(finished.indexOf(done), 1);
         transcript._flush(done);
+      }
+      // A second tool message for one assistant message: its step paused in between, and the paused run's
+      // interaction-end flushed what had finished.
+      if (message.role === "tool") {
+        if (answered.has(state.id)) transcript._flush(state.id);
+        answered.add(state.id);
+      } else if (message.role === "assistant" || message.role === "user") {
+        answered.delete(state.id);
       }
       transcript._replay(state, message);
       if (last.get(state.id) === index && transcript._pending.has(state.id)) finished.push(state.id);
