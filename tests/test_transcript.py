@@ -134,6 +134,7 @@ def _resumed(scenario: dict[str, Any]) -> Transcript:
         _history(scenario["history"]),
         parents=scenario.get("parents"),
         awaiting=_awaiting(scenario.get("awaiting")),
+        ended=scenario.get("ended", False),
     )
 
 
@@ -159,6 +160,8 @@ def test_there_are_scenarios_for_every_required_case() -> None:
         "awaiting_approval_and_client_tool",
         "awaiting_in_sub_agent_then_new_prompt",
         "reused_call_ids",
+        "turn_ending_without_text",
+        "paused_step_shows_what_ran",
     } <= names
 
 
@@ -200,6 +203,7 @@ def test_reconnect_resumes_from_history_plus_remaining_events(scenario: dict[str
             parents=scenario.get("parents"),
             last_seq=resume.get("last_seq"),
             awaiting=_awaiting(resume.get("awaiting")),
+            ended=resume.get("ended", False),
         )
         checkpoint = scenario.get("resumed_checkpoint")
         if index == 0 and checkpoint is not None:
@@ -601,7 +605,8 @@ def test_random_conversations_resume_to_the_live_transcript() -> None:
         conversation.session("R", 0, turns=2)
         live = Transcript()
         live.apply_all(conversation.events)
-        resumed = Transcript.from_history(conversation.history, parents=conversation.parents)
+        # the whole conversation ended: its last turn's interaction-end was published (rule 4)
+        resumed = Transcript.from_history(conversation.history, parents=conversation.parents, ended=True)
         assert resumed.snapshot() == live.snapshot(), seed
         # Reconnect at a random persist point, replaying from a random earlier one.
         rng = random.Random(seed)

@@ -105,7 +105,7 @@ class Transcript:
 
     @property
     def pending_calls(self) -> dict[str, tuple[TranscriptToolCall, ...]]:
-        """Finished calls waiting for their session's next assistant/reasoning bubble."""
+        """Finished calls waiting for their session's next assistant/reasoning bubble (until the turn ends)."""
         return self._rules.pending_calls()
 
     @property
@@ -165,6 +165,7 @@ class Transcript:
         parents: Mapping[str, str | None] | None = None,
         last_seq: Mapping[str, int] | None = None,
         awaiting: Mapping[tuple[str, str], AwaitingKind] | None = None,
+        ended: bool = False,
         on_change: Listener | None = None,
     ) -> Transcript:
         """Rebuild the transcript a live stream would have produced, from stored messages (resume).
@@ -177,10 +178,14 @@ class Transcript:
         ``awaiting`` maps ``(session_id, tool_call_id)`` to what a call of a paused run waits for
         (``approval``, ``output``, ``subagent``; from the tool-call rows whose status is ``awaiting_*``:
         ``{(r.session_id, r.tool_call_id): r.awaiting for r in rows if r.awaiting}``): those calls show as
-        ``tool-call-awaiting`` showed them.
+        ``tool-call-awaiting`` showed them. ``ended=True`` says no run is in progress (none, or a paused
+        one: the last ``interaction-end`` was published): calls of that turn still waiting for an answer
+        bubble get their own, as the live transcript gave them at that end (rule 4).
         """
         transcript = cls(on_change=on_change)
-        transcript._rules.restore(messages, parents=parents, last_seq=last_seq, awaiting=awaiting)
+        transcript._rules.restore(
+            messages, parents=parents, last_seq=last_seq, awaiting=awaiting, ended=ended
+        )
         return transcript
 
     @classmethod
