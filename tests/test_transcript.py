@@ -134,6 +134,7 @@ def _resumed(scenario: dict[str, Any]) -> Transcript:
         _history(scenario["history"]),
         parents=scenario.get("parents"),
         awaiting=_awaiting(scenario.get("awaiting")),
+        ended=scenario.get("ended", False),
     )
 
 
@@ -159,6 +160,8 @@ def test_there_are_scenarios_for_every_required_case() -> None:
         "awaiting_approval_and_client_tool",
         "awaiting_in_sub_agent_then_new_prompt",
         "reused_call_ids",
+        "turn_ending_without_text",
+        "paused_step_shows_what_ran",
     } <= names
 
 
@@ -200,6 +203,7 @@ def test_reconnect_resumes_from_history_plus_remaining_events(scenario: dict[str
             parents=scenario.get("parents"),
             last_seq=resume.get("last_seq"),
             awaiting=_awaiting(resume.get("awaiting")),
+            ended=resume.get("ended", False),
         )
         checkpoint = scenario.get("resumed_checkpoint")
         if index == 0 and checkpoint is not None:
@@ -601,7 +605,8 @@ def test_random_conversations_resume_to_the_live_transcript() -> None:
         conversation.session("R", 0, turns=2)
         live = Transcript()
         live.apply_all(conversation.events)
-        resumed = Transcript.from_history(conversation.history, parents=conversation.parents)
+        # the whole conversation ended: its last turn's interaction-end was published (rule 4)
+        resumed = Transcript.from_history(conversation.history, parents=conversation.parents, ended=True)
         assert resumed.snapshot() == live.snapshot(), seed
         # Reconnect at a random persist point, replaying from a random earlier one.
         rng = random.Random(seed)
@@ -664,3 +669,97 @@ async def test_an_agent_whose_model_reuses_call_ids_shows_every_call_live_and_re
     ]
     assert live.active_tools == {}
     assert resumed.snapshot() == live.snapshot().persistent()
+
+
+# -- Agent C history (a resumed Agent C session) ------------------------------------------------------------
+
+_ANTHROPIC_HISTORY = [
+    {"role": "user", "content": "Find the Q3 report"},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "Need to search the files.", "signature": "sig"},
+            {"type": "text", "text": "Searching now."},
+            {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"q": "Q3"}},
+        ],
+    },
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "report.pdf"}]},
+    {"role": "assistant", "content": [{"type": "text", "text": "The Q3 report is report.pdf."}]},
+    {"role": "user", "content": [{"type": "text", "text": "Open it"}]},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "tool_use", "id": "call_9", "name": "open_file", "input": {"path": "report.pdf"}}
+        ],
+    },
+    {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "call_9", "content": [{"type": "text", "text": "opened"}]}
+        ],
+    },
+    {"role": "assistant", "content": [{"type": "text", "text": "Opened report.pdf."}]},
+]
+_OPENAI_HISTORY = [
+    {"role": "system", "content": "You are helpful."},
+    {"role": "user", "content": "Find the Q3 report"},
+    {
+        "role": "assistant",
+        "content": "Searching now.",
+        "tool_calls": [
+            {"id": "toolu_1", "type": "function", "function": {"name": "search", "arguments": '{"q":"Q3"}'}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "toolu_1", "content": "report.pdf"},
+    {"role": "assistant", "content": "The Q3 report is report.pdf."},
+    {"role": "user", "content": [{"type": "text", "text": "Open it"}]},
+    {
+        "type": "function_call",
+        "call_id": "call_9",
+        "name": "open_file",
+        "arguments": '{"path": "report.pdf"}',
+    },
+    {"type": "function_call_output", "call_id": "call_9", "output": "opened"},
+    {"role": "assistant", "content": [{"type": "output_text", "text": "Opened report.pdf."}]},
+]
+
+
+@pytest.mark.parametrize(
+    ("vendor", "messages"), [("anthropic", _ANTHROPIC_HISTORY), ("openai", _OPENAI_HISTORY)]
+)
+def test_an_agent_c_history_event_rebuilds_the_sessions_tool_calls(vendor: str, messages: list[Any]) -> None:
+    """The ``agent_c_stream`` conversation, as Agent C's ``history`` event sends it to a resumed client:
+    the same bubbles and tool calls (with their results) as the live stream showed, and the events that
+    follow land on new bubbles."""
+    history = {"type": "history", "session_id": "sess-1", "user_session_id": "sess-1", "vendor": vendor}
+    resumed = Transcript.from_agent_c({**history, "messages": messages})
+    live = _load(GOLDEN / "agent_c_stream.json")["expected"]["messages"]
+
+    def shown(bubbles: list[dict[str, Any]]) -> list[tuple[str, str, list[Any]]]:
+        return [
+            (
+                b["role"],
+                b["text"],
+                [(c["tool_call_id"], c["tool_name"], c["args"], c["result"]) for c in b["tool_calls"]],
+            )
+            for b in bubbles
+            if b["session_id"] == "sess-1"
+            and not b.get("ephemeral")
+            and (vendor == "anthropic" or b["role"] != "reasoning")
+        ]
+
+    assert shown(_messages(resumed)) == shown(live)
+    assert resumed.active_tools == {}
+    assert from_agent_c({**history, "messages": messages}) == []  # the live mapping stays stateless
+
+    env = {"session_id": "sess-1", "user_session_id": "sess-1"}
+    for raw in (
+        {"type": "interaction", "started": True, "id": "int-9", **env},
+        {"type": "user_message", "message": "Thanks", **env},
+        {"type": "completion", "running": True, **env},
+        {"type": "text_delta", "content": "You're welcome.", **env},
+        {"type": "completion", "running": False, "stop_reason": "end_turn", **env},
+    ):
+        resumed.apply_all(from_agent_c(raw, timestamp=1.0))
+    texts = [m.text for m in resumed.messages]
+    assert texts[-2:] == ["Thanks", "You're welcome."] and texts[:-2] == [t for _, t, _ in shown(live)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from toolwire.agent.agent import Agent
+    from toolwire.agent.config import Compaction
     from toolwire.agent.drivers import Driver, NativeToolDriver
     from toolwire.agent.drivers.react import ReActDriver
     from toolwire.agent.loop import AgentRun
@@ -84,6 +85,7 @@ if TYPE_CHECKING:
 
 _MODULES: dict[str, tuple[str, ...]] = {
     "toolwire.agent.agent": ("Agent",),
+    "toolwire.agent.config": ("Compaction",),
     "toolwire.agent.drivers": ("Driver", "NativeToolDriver"),
     "toolwire.agent.drivers.react": ("ReActDriver",),
     "toolwire.agent.loop": ("AgentRun",),
@@ -187,6 +189,7 @@ __all__ = [
     "AgentRun",
     "Allow",
     "Block",
+    "Compaction",
     "ConfigError",
     "DecisionExtractionFailed",
     "DecisionTimeout",

@@ -128,3 +128,12 @@ def title_from(text: str, limit: int = 60) -> str:
     if space > limit / 2:
         cut = cut[:space]
     return cut.rstrip(" ,.;:") + "\u2026"
+
+
+def session_title(text: str) -> str | None:
+    """A title as a conversation stores it (whitespace collapsed, at most 200 characters), or ``None`` for
+    one no store keeps alike: blank, or holding U+0000 (PostgreSQL text cannot)."""
+    words = " ".join(text.split())
+    if not words or "\x00" in words:
+        return None
+    return words[:200]

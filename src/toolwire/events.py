@@ -40,9 +40,10 @@ it); ``cancelled`` (the run was closed while it ran); ``denied`` (the user refus
 being paused: ``awaiting_approval`` (``requires_approval``), ``awaiting_output`` (an ``external`` tool
 the client runs), ``awaiting_subagent`` (a sub-agent it started is paused). A stored call is ``pending``
 until one of these (:data:`toolwire.store.records.ToolCallRowStatus`)."""
-InteractionStatus: TypeAlias = Literal["completed", "error", "cancelled", "max-steps", "paused"]
+InteractionStatus: TypeAlias = Literal["completed", "error", "cancelled", "max-steps", "paused", "blocked"]
 """How a run ended; ``paused``: tool calls await a person (``RunResult.pending``), resume with
-``agent.run(session_id=..., approvals=..., tool_outputs=...)``."""
+``agent.run(session_id=..., approvals=..., tool_outputs=...)``; ``blocked``: an interceptor blocked a call
+and the agent has ``stop_on_block`` (the step's calls ran and are stored; ``RunResult.blocked``)."""
 AwaitingKind: TypeAlias = Literal["approval", "output", "subagent"]
 """What a paused call waits for: a user's approval, a client tool's output, or a paused sub-agent."""
 Resolution: TypeAlias = Literal["approved", "denied", "output", "failed", "unanswered", "resumed"]
@@ -344,6 +345,18 @@ class MediaEvent(Envelope):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SessionRenamed(Envelope):
+    """The conversation got a new title (``ctx.rename(...)`` from a running tool), stored before this
+    event; every subscriber of the session sees it (the AI SDK stream as a ``data-session-renamed`` part)."""
+
+    type: Literal["session-renamed"] = "session-renamed"
+    title: str
+    """The stored title (whitespace collapsed, at most 200 characters)."""
+    tool_call_id: str | None = None
+    """The call that renamed it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CustomDataEvent(Envelope):
     """Application-defined data from a running tool (``ctx.data(name, payload)``)."""
 
@@ -514,17 +527,21 @@ class CompactionEvent(Envelope):
 
     type: Literal["compaction"] = "compaction"
     compaction_id: str
+    """The stored record's id (``Store.compactions``)."""
     first_kept_message_id: str
     """The first message still sent whole; every message before it is covered by the summary."""
     summary: str
+    """What the requests send in place of the older messages (in their instructions)."""
     provider: str | None = None
+    """The provider of the model that wrote the summary."""
     model: str | None = None
     """The model that wrote the summary."""
     usage: Usage = field(default_factory=Usage)
     """What writing the summary cost."""
     tokens_before: int = 0
-    """The estimated tokens of the step's request before the summary, and after."""
+    """The estimated tokens of the step's request before the summary."""
     tokens_after: int = 0
+    """The same after it."""
 
 
 AgentEvent: TypeAlias = Annotated[
@@ -548,6 +565,7 @@ AgentEvent: TypeAlias = Annotated[
     | SystemMessageEvent
     | MediaEvent
     | CustomDataEvent
+    | SessionRenamed
     | ToolCallComplete
     | ToolCallAwaiting
     | ToolCallResolved

@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 
+from tests.cli.helpers import toolwire
 from tests.reliability.wire_checks import adapters, unanswered_calls
 from toolwire import Agent, TextPart, ToolCallPart
-from toolwire.agent._compaction import SUMMARY_INSTRUCTIONS, Compaction
+from toolwire.agent._compaction import SUMMARY_INSTRUCTIONS
+from toolwire.agent.config import Compaction
 from toolwire.errors import ContextLengthExceeded, ProviderError
 from toolwire.events import CompactionEvent
 from toolwire.messages import Part
@@ -116,6 +118,14 @@ async def test_a_session_that_outgrows_the_window_goes_on_and_every_request_fits
     assert latest.summary in (first.instructions or "") and not again.summaries
     assert first.messages[0].id == latest.first_kept_message_id
     await later.aclose()
+
+    # `toolwire sessions show` lists it.
+    shown = toolwire("sessions", "show", "s", "--store", f"sqlite+aiosqlite:///{tmp_path / 's.db'}")
+    assert shown.returncode == 0, shown.stderr
+    assert (
+        f"compaction: messages before {latest.first_kept_message_id} summarised by scripted" in shown.stdout
+    )
+    assert latest.summary in shown.stdout.replace("\n", " ")
 
 
 @pytest.mark.parametrize("family", ["openai-chat", "openai-responses", "anthropic", "gemini", "bedrock"])

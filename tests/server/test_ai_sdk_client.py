@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.reliability.fault_server import Behaviour, FaultServer, finish_frames, text_frames, tool_frames
-from toolwire import Agent, TextPart, ToolCallPart
+from toolwire import Agent, RunContext, TextPart, ToolCallPart, tool
 from toolwire.models.fallback import FallbackModel
 from toolwire.models.openai_chat import OpenAIChatModel
 from toolwire.models.scripted import ScriptedModel
@@ -137,3 +137,83 @@ async def test_a_failover_reaches_the_ai_sdk_client_as_a_data_part(package: str,
     assert calls["call_cut"]["state"] == "output-error" and "dropped" in calls["call_cut"]["errorText"]
     assert calls["call_7"]["state"] == "output-available"
     assert calls["call_7"]["output"]["authorized_by"] == "Dana Ruiz"
+
+
+@tool(title="Transaction status")
+def titled_status(txn_id: str) -> dict[str, str]:
+    """Status of a transaction."""
+    return get_transaction_status(txn_id)
+
+
+@pytest.mark.parametrize(("package", "version"), [("ai6", None), ("ai6strict", "6.0.230")])
+async def test_the_tools_own_title_reaches_the_ai_sdk_client_part(package: str, version: str | None) -> None:
+    """``@tool(title=...)``: the provider names no title, the client's tool part and the stored call carry
+    the tool's (the AI SDK sets ``part.title`` from tool-input-start/-available)."""
+    node = shutil.which("node")
+    assert node is not None and (NODE_DIR / "node_modules" / package).is_dir(), "scripts/setup_node.sh"
+    call = ToolCallPart(tool_call_id="call_7", tool_name="titled_status", args={"txn_id": "TXN_1"})
+    model = ScriptedModel([[call], [TextPart(text="Settled.")], [TextPart(text="Dana Ruiz.")]])
+    store = MemoryStore()
+    app = create_app(Agent(model, tools=[titled_status]), store=store)
+    async with live_server(app) as server:
+        args = [node, "ai_client.mjs", package, server.url, *([version] if version else [])]
+        process = await asyncio.create_subprocess_exec(
+            *args, cwd=NODE_DIR, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
+        sessions = await store.list_sessions()
+    assert process.returncode == 0, stderr.decode()[-3000:]
+    first = json.loads(stdout)["first"]
+    starts = [c for c in first["chunks"] if c["type"] in ("tool-input-start", "tool-input-available")]
+    assert [c.get("title") for c in starts] == ["Transaction status", "Transaction status"]
+    tool_part = next(p for p in first["message"]["parts"] if p["type"] == "tool-titled_status")
+    assert tool_part["title"] == "Transaction status"
+    stored = [c for s in sessions for m in await store.load_history(s.id) for c in m.tool_calls]
+    assert [c.title for c in stored] == ["Transaction status"]
+
+
+@tool
+async def name_chat(ctx: RunContext[None], title: str) -> str:
+    """Name this conversation."""
+    ctx.system_message("The index is 2 days old.", level="warning")
+    ctx.media("image/png", data=b"\x89PNG")
+    return await ctx.rename(title)
+
+
+@pytest.mark.parametrize(
+    ("package", "version"), [("ai6", None), ("ai6strict", "6.0.230"), ("ai5", "5.0.200")]
+)
+async def test_a_tools_rename_system_message_and_media_reach_the_ai_sdk_client(
+    package: str, version: str | None
+) -> None:
+    """A tool renames its session and speaks: the rename is stored, then a transient
+    ``data-session-renamed`` chunk; the system message and the media stay in the message as ``data-*``
+    parts. Every chunk passes the package's own schema."""
+    node = shutil.which("node")
+    assert node is not None and (NODE_DIR / "node_modules" / package).is_dir(), "scripts/setup_node.sh"
+    call = ToolCallPart(tool_call_id="call_1", tool_name="name_chat", args={"title": "  Q3   report "})
+    model = ScriptedModel([[call], [TextPart(text="Named.")], [TextPart(text="Yes.")]])
+    store = MemoryStore()
+    app = create_app(Agent(model, tools=[name_chat]), store=store)
+    async with live_server(app) as server:
+        args = [node, "ai_client.mjs", package, server.url, *([version] if version else [])]
+        process = await asyncio.create_subprocess_exec(
+            *args, cwd=NODE_DIR, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
+        sessions = await store.list_sessions()
+    assert process.returncode == 0, stderr.decode()[-3000:]
+    first = json.loads(stdout)["first"]
+    [renamed] = [c for c in first["chunks"] if c["type"] == "data-session-renamed"]
+    assert renamed["data"] == {"sessionId": sessions[0].id, "title": "Q3 report"} and renamed["transient"]
+    assert [s.title for s in sessions] == ["Q3 report"]
+    parts = {p["type"]: p for p in first["message"]["parts"]}
+    assert "data-session-renamed" not in parts  # transient: onData only
+    assert parts["data-system-message"]["data"] == {
+        "level": "warning",
+        "text": "The index is 2 days old.",
+        "toolCallId": "call_1",
+    }
+    media = parts["data-media"]["data"]
+    assert (media["contentType"], media["data"], media["toolCallId"]) == ("image/png", "iVBORw==", "call_1")
+    assert parts["tool-name_chat"]["output"] == "Q3 report"

@@ -11,6 +11,7 @@ that fail their test on any Content-Security-Policy violation) are shared by tes
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import socket
 import threading
@@ -323,6 +324,11 @@ def test_chat_page_shows_tools_sub_agents_and_resumes(
     running = page.locator('[data-testid="notification"][data-tool-name="generate_report"]')
     expect(running).to_have_attribute("data-status", "executing", timeout=10_000)
     expect(running).to_contain_text("running generate_report (")
+    # ... and its card in the conversation, with its status and input, while it runs
+    card = page.locator('.live-call [data-testid="tool-call"][data-tool-name="generate_report"]')
+    expect(card).to_have_attribute("data-status", "running")
+    expect(card.get_by_test_id("tool-status")).to_have_text("running")
+    expect(card.get_by_test_id("tool-duration")).to_have_text(re.compile(r"^\d+ s$"))
     user = page.locator('[data-testid="message"][data-role="user"][data-session="page-test"]')
     expect(user).to_have_text("Prepare the Q3 report")
     first = page.locator('[data-testid="message"][data-role="assistant"][data-session="page-test"]').first
@@ -354,9 +360,9 @@ def test_chat_page_shows_tools_sub_agents_and_resumes(
 
     # the sub-agent group collapses and expands
     group = page.locator('[data-testid="subsession"]')
-    group.locator("summary").click()
+    group.locator("> summary").click()
     expect(group.locator('[data-testid="message"]').first).to_be_hidden()
-    group.locator("summary").click()
+    group.locator("> summary").click()
     expect(group.locator('[data-testid="message"]').first).to_be_visible()
 
     # reload: the same transcript is rebuilt from the history endpoint
@@ -369,17 +375,30 @@ def _assert_finished_transcript(page: Page) -> None:
     first = page.locator('[data-testid="message"][data-role="assistant"][data-session="page-test"]').first
     expect(first).to_contain_text("I will build the report and ask the researcher.")
     report = first.locator('[data-testid="tool-call"][data-tool-name="generate_report"]')
-    expect(report).to_have_attribute("data-status", "ok")
+    expect(report).to_have_attribute("data-status", "done")
+    expect(report.get_by_test_id("tool-status")).to_have_text("done")
+    expect(report.get_by_test_id("tool-args")).to_have_text('{\n  "quarter": "Q3"\n}')  # pretty, complete
+    expect(report.get_by_test_id("tool-args")).to_be_hidden()  # a finished card starts collapsed
+    report.locator("summary").click()
+    expect(report.get_by_test_id("tool-args")).to_be_visible()
+    report.locator("summary").click()
     expect(report.get_by_test_id("tool-result")).to_contain_text("revenue up 12%")
     delegated = first.locator('[data-testid="tool-call"][data-tool-name="researcher"]')
     expect(delegated.get_by_test_id("tool-result")).to_contain_text("Found two archive documents")
 
     group = page.locator('[data-testid="subsession"][data-session^="page-test.sub_"]')
     expect(group).to_have_count(1)
+    expect(group.locator("summary").first).to_have_text("sub-agent researcher")  # its name, not its id
     sub_message = group.locator('[data-testid="message"][data-role="assistant"]')
     expect(sub_message).to_contain_text("Found two archive documents about Q3 churn.")
     search = group.locator('[data-testid="tool-call"][data-tool-name="search_archive"]')
     expect(search.get_by_test_id("tool-result")).to_contain_text("memo from March")
+    expect(search.get_by_test_id("tool-from")).to_have_text("from sub-agent researcher")
+    # the sub-agent searched, then wrote: its card comes before the text written after it
+    assert search.evaluate(
+        "card => !!(card.compareDocumentPosition(card.parentElement.querySelector('.text'))"
+        " & Node.DOCUMENT_POSITION_FOLLOWING)"
+    )
     # the sub-agent's call_1 is not confused with the parent's call_1
     expect(page.locator('[data-testid="tool-call"][data-tool-name="search_archive"]')).to_have_count(1)
     expect(page.locator('[data-testid="tool-call"][data-tool-name="generate_report"]')).to_have_count(1)

@@ -64,7 +64,11 @@ def test_a_turn_is_read_out_and_in_progress_controls_pass_the_audit(
     assert serious_violations(page) == []  # Thinking… and Stop
     gate.set()
     messages = page.get_by_role("region", name="Messages").get_by_role("list").get_by_role("listitem")
-    expect(messages).to_have_text(["You: What is the answer?", "Assistant: The answer is 42."])
+    expect(messages).to_contain_text(["You: What is the answer?", "Assistant: The answer is 42."])
+    # each message's own buttons follow it, named for what they do
+    expect(messages.nth(0).get_by_role("button", name="Edit message")).to_be_visible()
+    expect(messages.nth(1).get_by_role("button", name="Copy answer")).to_be_visible()
+    expect(messages.nth(1).get_by_role("button", name="Regenerate")).to_be_visible()
     said = live_region_said(page)
     assert said[0] == "Thinking…" and said[-1] == "The answer is 42.", said
 
@@ -142,7 +146,7 @@ def test_the_phone_list_opens_and_closes_from_the_keyboard(open_page: OpenPage, 
     page.keyboard.press("Enter")
     sidebar = page.get_by_role("complementary", name="Conversations")
     expect(sidebar).to_be_visible()
-    expect(page.get_by_role("button", name="New chat")).to_be_focused()
+    expect(page.get_by_role("button", name="New chat", exact=True)).to_be_focused()
     for _ in range(6):  # focus stays in the open list (3 stops): the chat behind it is inert
         page.keyboard.press("Tab")
         assert page.evaluate("!!document.activeElement.closest('#sidebar')"), "focus left the open list"

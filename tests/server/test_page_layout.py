@@ -1,12 +1,10 @@
 """The page at desktop (1280x800) and phone (390x844) sizes, and mounted under a path prefix.
 
-Screenshots go to artifacts/ (page-desktop.png, page-phone.png, page-phone-conversations.png); the
-desktop one is also docs/images/page.png, the README's picture, regenerated here from fixed content.
+Screenshots go to artifacts/ (page-desktop.png, page-phone.png, page-phone-conversations.png); the docs'
+pictures (docs/images) are made by scripts/screenshots.py, never by a test run.
 """
 
 from __future__ import annotations
-
-import shutil
 
 from playwright.sync_api import Page, expect
 from starlette.applications import Starlette
@@ -17,7 +15,6 @@ from tests.server.test_page import (
     ARTIFACTS,
     DESKTOP,
     PHONE,
-    ROOT,
     OpenPage,
     Serve,
     assistant,
@@ -27,8 +24,6 @@ from tests.server.test_page import (
 )
 
 pytest_plugins = ["tests.server.test_page"]  # its fixtures: a browser, pages, servers
-
-DOCS_IMAGE = ROOT / "docs" / "images" / "page.png"
 
 
 def _report(page: Page, url: str) -> None:
@@ -65,8 +60,6 @@ def test_desktop_keeps_the_list_beside_the_chat_and_can_hide_it(open_page: OpenP
     ARTIFACTS.mkdir(exist_ok=True)
     page.mouse.move(0, 0)
     page.screenshot(path=str(ARTIFACTS / "page-desktop.png"), animations="disabled")
-    DOCS_IMAGE.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(ARTIFACTS / "page-desktop.png", DOCS_IMAGE)
 
     toggle = page.get_by_role("button", name="Conversations")
     expect(toggle).to_have_attribute("aria-expanded", "true")
@@ -125,7 +118,7 @@ def test_the_page_works_mounted_under_a_path_prefix(page: Page, serve: Serve) ->
     page.on("request", lambda request: requested.append(request.url))
     _report(page, f"{running.url}/chat/?session=mounted")
     expect(page.locator('[data-testid="tool-call"][data-tool-name="sales_report"]')).to_have_attribute(
-        "data-status", "ok"
+        "data-status", "done"
     )
     expect(page.get_by_test_id("session-list").get_by_role("link")).to_have_text(
         ["How did Paris and Oslo do in Q3?"]

@@ -88,7 +88,14 @@ def test_stop_cancels_the_turn_and_the_next_one_runs(page: Page, serve: Serve) -
     expect(page.get_by_test_id("notification")).to_have_count(0)  # nothing left showing as running
     expect(page.get_by_test_id("thinking")).to_be_hidden()
     expect(page.locator('[data-testid="message"][data-role="user"]')).to_have_text("Crunch the numbers")
-    page.screenshot(path=str(ARTIFACTS / "page-stopped.png"), animations="disabled")
+    # what the turn did stays on screen: its text and its call, cancelled (not an error), after a reload too
+    for _ in range(2):
+        expect(assistant(page).first).to_contain_text("Crunching now.")
+        crunch = page.locator('[data-testid="message"] [data-testid="tool-call"][data-tool-name="crunch"]')
+        expect(crunch).to_have_attribute("data-status", "cancelled")
+        expect(crunch.get_by_test_id("tool-status")).to_have_text("cancelled")
+        page.screenshot(path=str(ARTIFACTS / "page-stopped.png"), animations="disabled")
+        connected(page, f"{running.url}/?session=stop-me")
     history = httpx.get(f"{running.url}/api/sessions/stop-me/messages").json()
     assert history["running"] is False and finished == []
 

@@ -10,10 +10,12 @@ import pytest
 from pydantic import BaseModel
 
 from toolwire import Agent, RunContext, TextPart, ToolCallPart, tool
-from toolwire.errors import ConfigError, ToolBlockedError, ToolExecutionError
+from toolwire.errors import ConfigError, ToolExecutionError
 from toolwire.events import (
     CustomDataEvent,
+    InteractionEnd,
     MediaEvent,
+    SessionRenamed,
     SystemMessageEvent,
     ToolCallComplete,
     ToolCallHeartbeat,
@@ -249,18 +251,51 @@ async def test_interceptors_block_rewrite_args_and_rewrite_results() -> None:
     assert statuses == {"1": "ok", "2": "blocked"}
 
 
-async def test_stop_on_block_raises_after_recording() -> None:
+def blocking_agent(store: MemoryStore) -> tuple[Agent[None, str], ScriptedModel]:
+    model = ScriptedModel(
+        [[call("1", "echo", {"text": "kept"}), call("2", "delete", {"path": "/"})], [TextPart(text="x")]]
+    )
+    agent = Agent(model, tools=[echo, delete], interceptors=[Policy()], stop_on_block=True, store=store)
+    return agent, model
+
+
+async def test_stop_on_block_ends_the_run_blocked_with_the_steps_calls_run_and_stored() -> None:
+    """The blocked call's step still runs its other calls; the run ends ``blocked`` (no second model
+    request, no exception) and its result lists the step's calls, their results stored."""
+    store = MemoryStore()
+    agent, model = blocking_agent(store)
+    result = await agent.run("go", session_id="s")
+    assert result.status == "blocked" and result.output == ""
+    assert {e.call.tool_call_id: e.status for e in result.tool_executions} == {"1": "ok", "2": "blocked"}
+    assert [e.call.tool_call_id for e in result.blocked] == ["2"]
+    assert len(model.requests) == 1  # nothing asked of the model after the blocked step
+    assert {r.tool_call_id: r.status for r in await store.tool_calls("s")} == {"1": "ok", "2": "blocked"}
+    history = await store.load_history("s")
+    outputs = [r.output for m in history for r in m.tool_results]
+    assert outputs == ["[kept]", "blocked: deleting is not allowed"]
+
+    agent, _ = blocking_agent(MemoryStore())
+    events = [e async for e in agent.stream("go")]
+    end = events[-1]
+    assert isinstance(end, InteractionEnd) and (end.status, end.error) == ("blocked", None)
+
+
+async def test_raise_on_failure_still_raises_after_recording() -> None:
     store = MemoryStore()
     agent = Agent(
-        ScriptedModel([[call("2", "delete", {"path": "/"})], [TextPart(text="x")]]),
-        tools=[delete],
-        interceptors=[Policy()],
-        stop_on_block=True,
+        ScriptedModel([[call("1", "boom", {})], [TextPart(text="x")]]),
+        tools=[boom],
+        raise_on_failure=True,
         store=store,
     )
-    with pytest.raises(ToolBlockedError):
+    with pytest.raises(ToolExecutionError, match="kaput"):
         await agent.run("go", session_id="s")
-    assert [r.status for r in await store.tool_calls("s")] == ["blocked"]
+    assert [r.status for r in await store.tool_calls("s")] == ["error"]
+
+
+def boom() -> str:
+    """Fail."""
+    raise RuntimeError("kaput")
 
 
 # -- tool events ---------------------------------------------------------------------------------------------------
@@ -298,3 +333,21 @@ async def test_enabled_and_excluded_tools_limit_what_the_model_sees_and_can_run(
     assert results_sent(model)[0].is_error
     with pytest.raises(ConfigError):
         await agent.run("go", enabled_tools=["missing"])
+
+
+async def test_a_tool_renames_its_session_stored_before_everyone_hears_of_it() -> None:
+    @tool
+    async def rename(ctx: RunContext[None], title: str) -> str:
+        """Rename the chat."""
+        return await ctx.rename(title)
+
+    store = MemoryStore()
+    calls = [call("1", "rename", {"title": " Trip\n plan "}), call("2", "rename", {"title": " \t"})]
+    agent = Agent(ScriptedModel([calls, [TextPart(text="ok")]]), tools=[rename], store=store)
+    events = [e async for e in agent.stream("go", session_id="s")]
+    [renamed] = [e for e in events if isinstance(e, SessionRenamed)]
+    assert (renamed.title, renamed.tool_call_id, renamed.session_id) == ("Trip plan", "1", "s")
+    info = await store.get_session("s")
+    assert info is not None and info.title == "Trip plan"
+    blank = next(e for e in events if isinstance(e, ToolCallComplete) and e.tool_call_id == "2")
+    assert blank.is_error and "non-empty" in str(blank.output)

@@ -76,6 +76,24 @@ async def test_tools_keep_their_schema_and_title(server: MCPServerStdio | MCPSer
     assert add.description == "Add a and b."
 
 
+async def test_an_mcp_tool_title_reaches_the_events_and_the_stored_call(
+    server: MCPServerStdio | MCPServerHTTP,
+) -> None:
+    """The provider names no title; the MCP server's ``title`` for ``add`` is what clients and the store see."""
+    model = ScriptedModel([calls(("c1", "add", {"a": 1, "b": 2})), [TextPart(text="3")]])
+    store = MemoryStore()
+    agent = Agent(model, tools=[server], store=store)
+    events = [e async for e in agent.stream("add", session_id="s")]
+    titles = {e.type: getattr(e, "title", None) for e in events if e.type.startswith("tool-input-")}
+    assert titles == {
+        "tool-input-start": "Add two integers",
+        "tool-input-delta": None,
+        "tool-input-available": "Add two integers",
+    }
+    stored = [c for m in await store.load_history("s") for c in m.tool_calls]
+    assert [c.title for c in stored] == ["Add two integers"]
+
+
 async def test_calls_results_errors_and_validation(server: MCPServerStdio | MCPServerHTTP) -> None:
     before = await run_calls(server, ("c0", "count", {}))
     counted = int(plain(before["c0"].result.output))

@@ -26,9 +26,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from toolwire.agent.config import Compaction
 from toolwire.errors import ContextLengthExceeded
 from toolwire.events import AgentEvent, CompactionEvent
 from toolwire.messages import Message, TextPart, ToolResultPart, Usage, new_id
@@ -52,28 +53,6 @@ SUMMARY_HEADING = (
 STAND_IN = "[{chars} characters of this tool result were left out to fit the context window]"
 _MIN_TRIMMED_CHARS = 400
 """A result shorter than this is not worth its stand-in."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Compaction:
-    """How a long session is kept within its model's context window (``Agent(..., compaction=...)``).
-
-    On by default; ``Agent(..., compaction=False)`` sends the whole history on every step (a request
-    that outgrows the window then fails at the provider).
-    """
-
-    threshold: float = 0.8
-    """The share of the context window a request may fill before it is compacted."""
-    keep_recent_turns: int = 2
-    """User turns (with their steps) always sent whole, the current one included."""
-    trim_tool_results: bool = True
-    """Shrink earlier turns' large tool results first (recomputed per step, never stored)."""
-    summarize: bool = True
-    """Then replace older turns with a stored summary."""
-    summary_model: Model | None = None
-    """The model that writes summaries (a cheaper one); ``None``: the agent's own."""
-    max_summary_input_chars: int = 200_000
-    """At most this much of the older conversation is sent to the summariser (its most recent part)."""
 
 
 class Compactor:
@@ -219,9 +198,12 @@ class Compactor:
 
 
 def _window(model: Model) -> int | None:
-    """The window a request is fitted to: a FallbackModel's largest (a request too long for its primary
-    goes to a model with a larger window before anything is compacted, issue 27), any model's own."""
+    """The window a request is fitted to: a FallbackModel's ``larger_context`` model's, else its largest
+    (a request too long for its primary goes to a model with a larger window before anything is compacted,
+    issue 27), any model's own."""
     if isinstance(model, FallbackModel):
+        if model.larger_context is not None:  # what a too-long request is sent to before it is compacted
+            return model.larger_context.context_window
         windows = [m.context_window for m in (*model.models, model.larger_context) if m is not None]
         known = [w for w in windows if w is not None]
         return max(known) if known else None

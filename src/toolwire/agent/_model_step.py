@@ -15,13 +15,14 @@ import asyncio
 import logging
 import random
 from collections.abc import AsyncGenerator, Sequence
+from dataclasses import replace
 from typing import Any, assert_never
 
 from toolwire._text import clean_stream_part
 from toolwire.agent._compaction import Compactor
 from toolwire.agent._recorder import StepRecorder
 from toolwire.agent.config import RunConfig
-from toolwire.agent.drivers import Driver
+from toolwire.agent.drivers import Driver, StepState
 from toolwire.agent.drivers._default import default_driver
 from toolwire.agent.output import OutputPolicy
 from toolwire.errors import ContextLengthExceeded, ProviderError, ProviderProtocolError, StepAborted
@@ -89,6 +90,8 @@ class ModelStep:
         """Keeps requests within the model's window (``None``: compaction off)."""
         self._failed: list[tuple[str | None, str | None, Usage]] = failed if failed is not None else []
         """What the failed-over attempts of the run probably cost (provider, model, usage), apart."""
+        # The default compiler sends the history as it is: skip building its state on every step.
+        self._compiles = type(config.driver).compile_messages is not Driver.compile_messages
         self._drivers: dict[int, Driver] = {}
         """Drivers of a FallbackModel's candidates that need another than the agent's (a model without
         function calling among tool-calling ones): one per model for the whole run, as the agent's is
@@ -117,7 +120,8 @@ class ModelStep:
         return await self._compactor.fit(self._config.model, request, self._recorder)
 
     def request(self, tools: list[ToolDefinition], history: Sequence[Message], step: int) -> ModelRequest:
-        """What step ``step`` sends: the history, the run's tools (and ``final_result`` in tool output mode)."""
+        """What step ``step`` sends: the messages the driver compiles from the history (by default the history
+        itself), the run's tools (and ``final_result`` in tool output mode)."""
         config, output = self._config, self._output
         choice = config.tool_choice_for_step(step)
         spec = output.spec if output is not None else None
@@ -125,11 +129,21 @@ class ModelStep:
             tools = [*tools, spec.tool_definition()]
             if choice == "auto":
                 choice = "required"  # every step ends in a tool call: a real tool or final_result
+        instructions = spec.instructions(config.instructions) if spec is not None else config.instructions
+        if self._compiles:
+            state = StepState(
+                step=step,
+                session_id=self._recorder.session_id,
+                history=tuple(history),
+                tools=tuple(tools),
+                instructions=instructions,
+            )
+            history = config.driver.compile_messages(state)
         return ModelRequest(
             messages=tuple(history),
             tools=tools,
             tool_choice=choice,
-            instructions=spec.instructions(config.instructions) if spec is not None else config.instructions,
+            instructions=instructions,
             settings=config.model_settings,
             output_schema=spec.output_schema if spec is not None else None,
             output_schema_name=spec.name if spec is not None else "output",
@@ -294,10 +308,20 @@ class ModelStep:
 
     def _take(self, part: ModelStreamPart, builder: MessageBuilder, message_id: str) -> AgentEvent | None:
         """A (cleaned) part joins the step's message; its event, or ``None`` for bookkeeping parts."""
+        if isinstance(part, ToolInputStart | ToolInputEnd) and part.title is None:
+            part = self._titled(part)
         builder.add(part)
         if isinstance(part, StreamError):
             raise part.error
         return self.translate(part, message_id)
+
+    def _titled(self, part: ToolInputStart | ToolInputEnd) -> ToolInputStart | ToolInputEnd:
+        """The call with its tool's ``title`` (``@tool(title=...)``, an MCP tool's) when the provider gave
+        none: set here, before the builder, so the events, the client's part and the stored call agree."""
+        tool = self._config.registry.get(part.tool_name)
+        if tool is None or tool.title is None or part.provider_executed:
+            return part
+        return replace(part, title=tool.title)
 
     def translate(self, part: ModelStreamPart, message_id: str) -> AgentEvent | None:
         """The event a stream part becomes, numbered now; ``None`` for bookkeeping parts."""

@@ -29,6 +29,7 @@ from dataclasses import replace
 from typing import Any
 
 from toolwire.agent._pause import Waiting, pending_of, unanswered
+from toolwire.agent._recorder import StepRecorder
 from toolwire.agent._scope import RunScope, Unnumbered
 from toolwire.errors import ToolBlockedError
 from toolwire.events import (
@@ -45,6 +46,7 @@ from toolwire.events import (
 )
 from toolwire.messages import Message, ToolCallPart, ToolResultPart, Usage
 from toolwire.models._builder import MessageBuilder
+from toolwire.models.base import ModelRequest
 from toolwire.store.history import CANCELLED_OUTPUT
 from toolwire.store.records import AWAITING, CallCompletion
 from toolwire.tools._batch import CallFinished, CallHeartbeat, CallStarted
@@ -102,12 +104,18 @@ class StepRun:
         if self.calls:
             scope.open_step = self
 
+    @property
+    def recorder(self) -> StepRecorder:
+        """The run's recorder (events of the step are numbered by it)."""
+        return self._scope.recorder
+
     # -- the three ways in ---------------------------------------------------------------------------
 
     @classmethod
-    async def begin(cls, scope: RunScope, step: int, builder: MessageBuilder, message_id: str) -> StepRun:
-        """The model answered (``builder`` holds its answer): its message and calls are stored (pending, or
-        held for a person) before any call runs; the message joins the history."""
+    async def begin(
+        cls, scope: RunScope, step: int, builder: MessageBuilder, message_id: str, request: ModelRequest
+    ) -> StepRun:
+        """The model answered ``request`` (in ``builder``): message and calls stored before any call runs."""
         finish = builder.finish
         assert finish is not None  # the model step raises otherwise
         assistant = Message(
@@ -118,8 +126,7 @@ class StepRun:
             provider=builder.provider,
             model=builder.model,
         )
-        scope.ledger.step_usage.append(finish.usage)
-        scope.ledger.step_models.append((builder.provider, builder.model))
+        scope.ledger.answered_step(step, request, assistant, builder)
         calls = [c for c in assistant.tool_calls if not c.provider_executed]
         # The calls that wait for a person instead of running (no work unless a tool of the run may ask).
         gate = scope.gate
@@ -330,9 +337,8 @@ class StepRun:
 
     def to_run(self) -> list[ToolCallPart]:
         """The calls left to run here: not settled, not held for a person."""
-        return [
-            c for c in self.calls if c.tool_call_id not in self.outcomes and c.tool_call_id not in self.held
-        ]
+        done, held = self.outcomes, self.held
+        return [c for c in self.calls if c.tool_call_id not in done and c.tool_call_id not in held]
 
     async def _finish(self) -> list[AgentEvent]:
         """Store the step's end: the results of its finished calls (all of them, unless calls wait for a
@@ -396,16 +402,16 @@ class StepRun:
         )
 
     def _check_failures(self) -> None:
-        """Raise a call's error when the agent says so (``stop_on_block``, ``raise_on_failure``)."""
+        """Once the step's end is stored: ``raise_on_failure`` raises a call's error; ``stop_on_block``
+        ends the run ``blocked`` on a blocked call (:meth:`~toolwire.agent.result.RunLedger.blocked`)."""
         config = self._scope.config
         for call in self.calls:
             outcome = self.outcomes.get(call.tool_call_id)  # a waiting call has none
-            if outcome is None or outcome.error is None:
-                continue
-            if isinstance(outcome.error, ToolBlockedError) and config.stop_on_block:
-                raise outcome.error
-            if config.raise_on_failure and not isinstance(outcome.error, ToolBlockedError):
-                raise outcome.error
+            error = outcome.error if outcome is not None else None
+            if isinstance(error, ToolBlockedError) and config.stop_on_block:
+                self._scope.ledger.blocked()
+            elif error is not None and not isinstance(error, ToolBlockedError) and config.raise_on_failure:
+                raise error
 
     async def close(self) -> tuple[Message | None, list[AgentEvent]]:
         """The run stopped while the step's calls were under way: the unfinished ones are recorded as

@@ -15,10 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar, Token
 from typing import Any, Generic, TypedDict, Unpack, overload
 
-from toolwire.agent._compaction import Compaction
 from toolwire.agent._resume import plan_answers
 from toolwire.agent._sub_agent import sub_agent_tool
-from toolwire.agent.config import RunConfig, RunRequest
+from toolwire.agent.config import Compaction, RunConfig, RunRequest
 from toolwire.agent.drivers import Driver
 from toolwire.agent.drivers._default import default_driver
 from toolwire.agent.loop import AgentRun

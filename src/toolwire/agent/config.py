@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolwire.agent._compaction import Compaction
 from toolwire.agent.drivers import Driver
 from toolwire.agent.output import OutputSpec
 from toolwire.models.base import Model, ModelSettings, ToolChoice
@@ -20,6 +19,28 @@ from toolwire.store.base import Store
 from toolwire.tools.executor import ToolExecutor, ToolInterceptor
 from toolwire.tools.pending import Approval, DecisionKey
 from toolwire.tools.registry import ToolRegistry
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Compaction:
+    """How a long session is kept within its model's context window (``Agent(..., compaction=...)``).
+
+    On by default; ``Agent(..., compaction=False)`` sends the whole history on every step (a request
+    that outgrows the window then fails at the provider).
+    """
+
+    threshold: float = 0.8
+    """The share of the context window a request may fill before it is compacted."""
+    keep_recent_turns: int = 2
+    """User turns (with their steps) always sent whole, the current one included."""
+    trim_tool_results: bool = True
+    """Shrink earlier turns' large tool results first (recomputed per step, never stored)."""
+    summarize: bool = True
+    """Then replace older turns with a stored summary."""
+    summary_model: Model | None = None
+    """The model that writes summaries (a cheaper one); ``None``: the agent's own."""
+    max_summary_input_chars: int = 200_000
+    """At most this much of the older conversation is sent to the summariser (its most recent part)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -207,9 +207,7 @@ class AgentRun(Generic[OutputT]):
                 async with aclosing(model_events):
                     async for event in model_events:
                         yield event
-                step = await StepRun.begin(scope, number, builder, message_id)
-                if step.answer is not None and step.answer[0].parts:
-                    yield recorder.event(MessagePersisted, message_id=message_id, role="assistant")
+                step = await StepRun.begin(scope, number, builder, message_id, request)
                 accepted, output_errors, settled = await self._settle_output(step)
                 for event in settled:
                     yield event
@@ -306,13 +304,14 @@ class AgentRun(Generic[OutputT]):
         return ending
 
     async def _settle_output(self, step: StepRun) -> tuple[Any, list[str], list[AgentEvent]]:
-        """Output in tool mode: the step's ``final_result`` calls end here, stored. Returns the accepted
-        output, the errors, and their completion events."""
-        output = self._output
+        """The step's message announced as stored; in tool output mode its ``final_result`` calls end here,
+        stored. Returns the accepted output, the errors, and the events."""
+        output, events = self._output, list[AgentEvent]()
+        if step.answer is not None and step.answer[0].parts:
+            events.append(step.recorder.event(MessagePersisted, message_id=step.message_id, role="assistant"))
         if not step.calls or output is None or output.spec.mode != "tool":
-            return NOTHING, [], []
+            return NOTHING, [], events
         accepted, output_errors, settled = output.settle(step.calls)
-        events: list[AgentEvent] = []
         for outcome in settled.values():
             events.extend(await step.settle(outcome))
         return accepted, output_errors, events

@@ -112,6 +112,13 @@ async def show_session(args: argparse.Namespace) -> int:
         render_history(history, console)
         own = await _priced(store, [info])
         lines = [f"usage: {own}"]
+        for record in await store.compactions(info.id):  # what the requests send instead of older turns
+            cost = total_cost([(record.provider, record.model, record.usage)])
+            priced = "" if cost is None else f", ${cost:.6f}"
+            lines.append(
+                f"compaction: messages before {record.first_kept_message_id} summarised by {record.model} "
+                f"({record.tokens_before} -> {record.tokens_after} tokens{priced}): {record.summary}"
+            )
         tree = await store.list_sessions(user_session_id=info.user_session_id or info.id, limit=_TREE_LIMIT)
         subs = [s for s in tree if s.id.startswith(f"{info.id}.")]  # its sub-agents, at any depth
         if subs:

@@ -56,6 +56,7 @@ _STATES = {
     "paused": "input-required",
     "error": "failed",
     "cancelled": "canceled",
+    "blocked": "rejected",  # a policy (stop_on_block) refused a call: the agent declines the task
 }
 
 

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from toolwire._text import session_title
 from toolwire.errors import ResumeError, SessionAccessError, SessionBusyError
 from toolwire.messages import Message, MessageAdapter, ToolResultPart, new_id
 from toolwire.server._input import (
@@ -182,11 +183,12 @@ class NativeEndpoints:
         title = body.get("title") if isinstance(body, dict) else None
         if not isinstance(title, str) or not " ".join(title.split()):
             raise RequestError("the body must be an object with a non-empty 'title'")
-        if "\x00" in title:  # no store keeps it alike (PostgreSQL text cannot): refused everywhere
+        stored = session_title(title)
+        if stored is None:  # no store keeps U+0000 alike (PostgreSQL text cannot): refused everywhere
             raise RequestError("the title must not contain U+0000")
         await server.authorize(session_id, user)
         store = await server.store()
-        await store.set_title(session_id, " ".join(title.split())[:200])
+        await store.set_title(session_id, stored)
         info = await server.authorize(session_id, user)  # deleted meanwhile: 404 like any missing one
         return JSONResponse(_session_json(info))
 

@@ -30,6 +30,8 @@ client's ``onToolCall``. Tool progress goes out as a transient
 ``data-tool-progress`` chunk, which the client hands to ``onData`` without storing it in the message.
 A ``failover`` event becomes a ``data-failover`` part kept in the message, after the failed attempt's open
 text and reasoning parts are ended and its tool calls are ended as ``tool-output-error`` (dropped, never run).
+A tool's system message and media become ``data-system-message`` and ``data-media`` parts kept in the
+message; a rename (``session-renamed``) a transient ``data-session-renamed`` chunk (:func:`data_part`).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 
 from toolwire.events import (
     AgentEvent,
@@ -46,11 +48,14 @@ from toolwire.events import (
     ErrorEvent,
     FailoverEvent,
     InteractionEnd,
+    MediaEvent,
     ReasoningDeltaEvent,
     ReasoningEndEvent,
     ReasoningStartEvent,
+    SessionRenamed,
     StepFinish,
     StepStart,
+    SystemMessageEvent,
     TextDeltaEvent,
     TextEndEvent,
     TextStartEvent,
@@ -246,6 +251,8 @@ class UIStreamEncoder:
                 },
                 "transient": True,
             }
+        elif isinstance(event, SystemMessageEvent | MediaEvent | SessionRenamed):
+            yield data_part(event)
         elif isinstance(event, ErrorEvent):
             self._finish_reason = "error"
             yield {"type": "error", "errorText": f"{event.error_type}: {event.message}"}
@@ -348,3 +355,25 @@ def _error_text(event: ToolCallComplete) -> str:
 
 DONE_FRAME = b"data: [DONE]\n\n"
 """The UI message stream's last frame."""
+
+
+def data_part(event: SystemMessageEvent | MediaEvent | SessionRenamed) -> dict[str, Any]:
+    """What a running tool says beside its call, as the AI SDK's ``data-*`` parts: a system message and
+    media stay in the message (``message.parts``), a rename is transient (the client's ``onData``)."""
+    match event:
+        case SystemMessageEvent():
+            data = {"level": event.level, "text": event.text, "toolCallId": event.tool_call_id}
+            return {"type": "data-system-message", "data": data}
+        case MediaEvent():
+            data = {
+                "contentType": event.content_type,
+                "url": event.url,
+                "data": event.data,
+                "toolCallId": event.tool_call_id,
+            }
+            return {"type": "data-media", "data": data}
+        case SessionRenamed():
+            data = {"sessionId": event.session_id, "title": event.title}
+            return {"type": "data-session-renamed", "data": data, "transient": True}
+        case _:
+            assert_never(event)

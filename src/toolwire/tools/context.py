@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeAlias
 from typing_extensions import TypeVar
 
 from toolwire._fast_init import fast_frozen_init, fast_replace
-from toolwire.events import AgentEvent, CustomDataEvent, MediaEvent, SystemMessageEvent, ToolProgress
+from toolwire._text import session_title
+from toolwire.errors import ToolArgumentsError
+from toolwire.events import (
+    AgentEvent,
+    CustomDataEvent,
+    MediaEvent,
+    SessionRenamed,
+    SystemMessageEvent,
+    ToolProgress,
+)
 from toolwire.messages import Message, ToolCallPart
 from toolwire.tools.pending import Resume
 
@@ -23,7 +32,11 @@ DepsT = TypeVar("DepsT", default=Any)
 
 
 ToolEmitted: TypeAlias = (
-    type[ToolProgress] | type[SystemMessageEvent] | type[MediaEvent] | type[CustomDataEvent]
+    type[ToolProgress]
+    | type[SystemMessageEvent]
+    | type[MediaEvent]
+    | type[CustomDataEvent]
+    | type[SessionRenamed]
 )
 """The kinds of event a running tool emits in its run's stream (numbered when the loop publishes them)."""
 
@@ -114,6 +127,19 @@ class RunContext(Generic[DepsT]):
     def data(self, name: str, payload: Any) -> None:
         """A custom, application-defined event."""
         self.sink.emit(CustomDataEvent, tool_call_id=self.tool_call_id, name=name, data=payload)
+
+    async def rename(self, title: str) -> str:
+        """Rename this run's conversation, as ``PATCH /api/sessions/{id}`` does: stored first, then a
+        ``session-renamed`` event every subscriber sees. Returns the title as stored (whitespace collapsed,
+        at most 200 characters); a blank title or one holding U+0000 raises :class:`ToolArgumentsError`."""
+        stored = session_title(title)
+        if stored is None:
+            raise ToolArgumentsError("a title must be non-empty text without U+0000")
+        store = self.sink.store
+        if store is not None:
+            await store.set_title(self.session_id, stored)
+        self.sink.emit(SessionRenamed, tool_call_id=self.tool_call_id, title=stored)
+        return stored
 
     def forward(self, event: AgentEvent) -> None:
         """Forward an event of another session (a sub-agent run) into this stream."""

@@ -18,7 +18,8 @@ the *buffered* calls, never the transcript. :attr:`Transcript.ops` counts that w
 
 Layout: ``types`` (the public values and their golden-file ``*_to_dict`` forms), ``_rules`` (the state and
 the handlers, the file to hold against the web page's ``static/transcript.js``), ``_state`` (mutable
-bookkeeping), ``agent_c`` (the Agent C event mapping). :class:`Transcript` holds a ``_rules.Rules`` and
+bookkeeping), ``agent_c`` (the Agent C event mapping), ``_agent_c_history`` (an Agent C ``history``
+event's vendor messages as stored messages, for :meth:`Transcript.from_agent_c`). :class:`Transcript` holds a ``_rules.Rules`` and
 adds the public surface: snapshots, subscriptions, change streams, :meth:`Transcript.from_history`.
 """
 
@@ -26,9 +27,11 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from toolwire.events import AgentEvent, AwaitingKind
 from toolwire.messages import Message
+from toolwire.transcript._agent_c_history import history_messages
 from toolwire.transcript._rules import Rules
 from toolwire.transcript._state import ChangeStream, Listener
 from toolwire.transcript.agent_c import from_agent_c
@@ -73,6 +76,9 @@ __all__ = [
 ]
 
 
+_HISTORY_EVENTS = frozenset({"history", "history_delta"})
+
+
 class Transcript:
     """The chat as a UI shows it, rebuilt from agent events of any number of (sub-)sessions."""
 
@@ -99,7 +105,7 @@ class Transcript:
 
     @property
     def pending_calls(self) -> dict[str, tuple[TranscriptToolCall, ...]]:
-        """Finished calls waiting for their session's next assistant/reasoning bubble."""
+        """Finished calls waiting for their session's next assistant/reasoning bubble (until the turn ends)."""
         return self._rules.pending_calls()
 
     @property
@@ -159,6 +165,7 @@ class Transcript:
         parents: Mapping[str, str | None] | None = None,
         last_seq: Mapping[str, int] | None = None,
         awaiting: Mapping[tuple[str, str], AwaitingKind] | None = None,
+        ended: bool = False,
         on_change: Listener | None = None,
     ) -> Transcript:
         """Rebuild the transcript a live stream would have produced, from stored messages (resume).
@@ -171,11 +178,38 @@ class Transcript:
         ``awaiting`` maps ``(session_id, tool_call_id)`` to what a call of a paused run waits for
         (``approval``, ``output``, ``subagent``; from the tool-call rows whose status is ``awaiting_*``:
         ``{(r.session_id, r.tool_call_id): r.awaiting for r in rows if r.awaiting}``): those calls show as
-        ``tool-call-awaiting`` showed them.
+        ``tool-call-awaiting`` showed them. ``ended=True`` says no run is in progress (none, or a paused
+        one: the last ``interaction-end`` was published): calls of that turn still waiting for an answer
+        bubble get their own, as the live transcript gave them at that end (rule 4).
         """
         transcript = cls(on_change=on_change)
-        transcript._rules.restore(messages, parents=parents, last_seq=last_seq, awaiting=awaiting)
+        transcript._rules.restore(
+            messages, parents=parents, last_seq=last_seq, awaiting=awaiting, ended=ended
+        )
         return transcript
+
+    @classmethod
+    def from_agent_c(
+        cls,
+        history: Mapping[str, Any] | Iterable[Mapping[str, Any]],
+        *,
+        on_change: Listener | None = None,
+    ) -> Transcript:
+        """Rebuild the transcript of a resumed Agent C session from its ``history`` event(s): the vendor
+        messages (Anthropic, OpenAI Chat or Responses shapes) become the user and assistant bubbles with
+        their tool calls and results, as :meth:`from_history` rebuilds a toolwire session. Several events
+        (a parent's and its sub-sessions') are taken in the order given; the Agent C events that follow
+        are applied with ``transcript.apply_all(from_agent_c(event))``."""
+        events = [history] if isinstance(history, Mapping) else list(history)
+        messages = [
+            m for event in events if event.get("type") in _HISTORY_EVENTS for m in history_messages(event)
+        ]
+        parents = {
+            str(e.get("session_id") or ""): str(e["parent_session_id"])
+            for e in events
+            if e.get("parent_session_id") and e.get("parent_session_id") != e.get("session_id")
+        }
+        return cls.from_history(messages, parents=parents, on_change=on_change)
 
 
 def merge_histories(histories: Iterable[Sequence[Message]]) -> list[Message]:

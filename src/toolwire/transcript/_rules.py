@@ -30,6 +30,7 @@ from toolwire.events import (
     ReasoningDeltaEvent,
     ReasoningEndEvent,
     ReasoningStartEvent,
+    SessionRenamed,
     StepFinish,
     StepStart,
     SystemMessageEvent,
@@ -158,7 +159,9 @@ class Rules:
                 self._user_turn(state, event.message)
             case InteractionEnd():
                 state.anon = None
-                # A paused run ends with calls waiting for a person: they stay until answered.
+                # The run's waiting calls get their bubble here (rule 4), a paused run's too: the person
+                # answering sees what already ran. Calls waiting for a person stay until answered.
+                self._flush(state.id)
                 self._clear_notifications("interaction-end", state.id, awaiting=False)
             case InteractionStart():
                 # This run answers, announces again or abandons what its sub-agents waited for.
@@ -187,6 +190,7 @@ class Rules:
                 | ReasoningEndEvent()
                 | ToolInputDeltaEvent()
                 | CustomDataEvent()
+                | SessionRenamed()  # a title is the session list's, not a bubble
                 | OutputPartial()
                 | OutputAvailable()
                 | MessagePersisted()
@@ -357,6 +361,8 @@ class Rules:
             self._emit(MessageAdded(message_id=entry.id, index=entry.index, session_id=entry.session_id))
 
     def _user_turn(self, state: SessionState, message: Message) -> None:
+        if not (message.parts and message.id in self._user_ids):  # a replayed turn changes nothing
+            self._flush(state.id)  # the previous turn's calls are drawn under that turn, not this one
         if message.parts:
             message_id = message.id
             if not message_id:
@@ -423,6 +429,25 @@ class Rules:
         for ordinal, call in sorted(waiting or (), key=first):
             self._ops += 1
             self._insert_call(entry, ordinal, call)
+
+    def _flush(self, subtree: str) -> None:
+        """Rule 4's end: the calls of ``subtree``'s sessions that still wait for an answer bubble get one of
+        their own, an empty assistant bubble ``{session}:calls:{k}``, where the turn ends."""
+        if not self._pending:
+            return
+        for session_id in list(self._pending):
+            self._ops += 1
+            if not self._within(session_id, subtree):
+                continue
+            state = self._sessions[session_id]
+            entry = Entry(
+                id=f"{session_id}:calls:{state.flushes}", role="assistant", session_id=session_id, text=""
+            )
+            state.flushes += 1
+            self._add(entry)
+            state.last_segment = entry
+            for ordinal, call in sorted(self._pending.pop(session_id), key=first):
+                self._insert_call(entry, ordinal, call)
 
     def _note(
         self,
@@ -792,16 +817,40 @@ class Rules:
         parents: Mapping[str, str | None] | None = None,
         last_seq: Mapping[str, int] | None = None,
         awaiting: Mapping[tuple[str, str], AwaitingKind] | None = None,
+        ended: bool = False,
     ) -> None:
         """Replay stored messages (all sessions, in the order they happened) through the live handlers;
-        ``awaiting``: the calls a paused run left waiting, as ``tool-call-awaiting`` would show them."""
+        ``awaiting``: the calls a paused run left waiting, as ``tool-call-awaiting`` would show them;
+        ``ended``: no run is in progress (none, or a paused one), so the last ``interaction-end`` was published."""
         parent_of = dict(parents or {})
-        for message in messages:
+        stored = list(messages)
+        last = {message.session_id or "": index for index, message in enumerate(stored)}
+        finished: list[str] = []  # sessions past their last message, their run over once another speaks
+        answered: set[str] = set()  # sessions whose latest assistant message has a tool message already
+        for index, message in enumerate(stored):
             self._ops += 1
             state = self._register_chain(message.session_id or "", parent_of)
             if state.id:
                 self._switch_root(state)
+            # History has no interaction-end: a sub-agent's run ended (and flushed, rule 4) before anything
+            # outside its subtree came next: its caller's tool message, a sibling's or a new turn.
+            for done in [s for s in finished if not self._within(state.id, s)]:
+                finished.remove(done)
+                self._flush(done)
+            # A second tool message for one assistant message: its step paused in between, and the
+            # paused run's interaction-end flushed what had finished.
+            if message.role == "tool":
+                if state.id in answered:
+                    self._flush(state.id)
+                answered.add(state.id)
+            elif message.role in ("assistant", "user"):
+                answered.discard(state.id)
             self._replay(state, message)
+            if last[state.id] == index and state.id in self._pending:
+                finished.append(state.id)
+        if ended:
+            for session_id in list(self._pending):
+                self._flush(session_id)
         for session_id in parent_of:
             self._register_chain(session_id, parent_of)
         for session_id, seq in (last_seq or {}).items():

@@ -110,6 +110,7 @@ class SessionState:
         "anon",
         "anon_count",
         "children",
+        "flushes",
         "high_seq",
         "id",
         "last_segment",
@@ -134,6 +135,8 @@ class SessionState:
         self.anon_count = 0
         self.user_count = 0
         self.notes = 0
+        self.flushes = 0
+        """Bubbles opened for a turn's calls that found no answer bubble (rule 4): ``{id}:calls:{k}``."""
         self.root = session_id
         self.root_version = -1
 

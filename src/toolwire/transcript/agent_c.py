@@ -55,8 +55,10 @@ def from_agent_c(event: Mapping[str, Any], *, timestamp: float | None = None) ->
     ``timestamp`` stamps the events; by default the event's own numeric ``timestamp`` field, else now.
     """
     handler = _HANDLERS.get(str(event.get("type") or ""))
-    # subsession_ended (the sub-session's own interaction end closes it), history, history_delta,
-    # system_prompt, complete_thought, audio and connection events carry nothing the transcript shows.
+    # subsession_ended (the sub-session's own interaction end closes it), system_prompt,
+    # complete_thought, audio and connection events carry nothing the transcript shows; history and
+    # history_delta repeat what the stream showed: a resumed client rebuilds from a history event with
+    # Transcript.from_agent_c instead.
     return handler(event, _envelope(event, timestamp)) if handler is not None else []
 
 
@@ -166,18 +168,18 @@ def _calls(raw: Any) -> list[tuple[str, str, dict[str, Any]]]:
     """(id, name, args) of Anthropic (``id``/``input``), OpenAI Chat (``function``) or Responses calls."""
     out: list[tuple[str, str, dict[str, Any]]] = []
     for call in raw if isinstance(raw, Sequence) and not isinstance(raw, str) else ():
-        if not isinstance(call, Mapping):
-            continue
-        function = call.get("function")
-        source = function if isinstance(function, Mapping) else call
-        # Responses items carry both an item ``id`` and the ``call_id`` their output refers to.
-        call_id = str(call.get("call_id") or call.get("id") or "")
-        if not call_id:
-            continue
-        out.append(
-            (call_id, str(source.get("name") or ""), _args(source.get("input", source.get("arguments"))))
-        )
+        if isinstance(call, Mapping) and (fields := call_fields(call))[0]:
+            out.append(fields)
     return out
+
+
+def call_fields(call: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    """(id, name, args) of one vendor-shaped call; the id is empty when the call names none."""
+    function = call.get("function")
+    source = function if isinstance(function, Mapping) else call
+    # Responses items carry both an item ``id`` and the ``call_id`` their output refers to.
+    call_id = str(call.get("call_id") or call.get("id") or "")
+    return call_id, str(source.get("name") or ""), _args(source.get("input", source.get("arguments")))
 
 
 def _args(raw: Any) -> dict[str, Any]:
@@ -210,11 +212,11 @@ def _results(raw: Any) -> dict[str, tuple[Any, bool]]:
         if not call_id:
             continue
         content = result["content"] if "content" in result else result.get("output")
-        out[str(call_id)] = (_content(content), bool(result.get("is_error", False)))
+        out[str(call_id)] = (result_content(content), bool(result.get("is_error", False)))
     return out
 
 
-def _content(content: Any) -> Any:
+def result_content(content: Any) -> Any:
     """Anthropic content may be a list of blocks; text-only lists become one string, as a string result."""
     if isinstance(content, list) and all(isinstance(b, Mapping) and b.get("type") == "text" for b in content):
         return "".join(str(b.get("text") or "") for b in content)
@@ -240,7 +242,7 @@ def _user_text(event: Mapping[str, Any]) -> str:
     if isinstance(message, str):
         return message
     if isinstance(message, Mapping):
-        content = _content(message.get("content"))
+        content = result_content(message.get("content"))
         return content if isinstance(content, str) else ""
     return ""
 

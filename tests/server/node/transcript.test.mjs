@@ -69,7 +69,7 @@ for (const { file, data } of toolwire) {
   });
 
   test(`${file}: history rebuilds the same transcript`, () => {
-    const resumed = Transcript.fromHistory(data.history, { parents: data.parents, awaiting: data.awaiting });
+    const resumed = Transcript.fromHistory(data.history, { parents: data.parents, awaiting: data.awaiting, ended: !!data.ended });
     assert.deepEqual(messages(resumed), persistent(data.expected.messages));
     assert.deepEqual(notifications(resumed), data.resumed_notifications || []);
     assert.deepEqual(sessionsToDict(resumed.sessions), data.expected.sessions);
@@ -80,7 +80,7 @@ for (const { file, data } of toolwire) {
   for (const [index, resume] of (data.resumes || []).entries()) {
     test(`${file}: reconnect ${index} resumes from history plus the remaining events`, () => {
       const { t: full } = live(data);
-      const t = Transcript.fromHistory(resume.history, { parents: data.parents, lastSeq: resume.last_seq, awaiting: resume.awaiting });
+      const t = Transcript.fromHistory(resume.history, { parents: data.parents, lastSeq: resume.last_seq, awaiting: resume.awaiting, ended: !!resume.ended });
       if (index === 0 && data.resumed_checkpoint) {
         assert.deepEqual(messages(t), data.resumed_checkpoint.messages);
         assert.deepEqual(notifications(t), data.resumed_checkpoint.notifications);
@@ -167,7 +167,7 @@ for case in json.load(sys.stdin):
         history = [MessageAdapter.validate_python(m) for m in case["history"]]
         awaiting = {(a["session_id"], a["tool_call_id"]): a["kind"] for a in case.get("awaiting") or []}
         t = Transcript.from_history(history, parents=case["parents"], last_seq=case["last_seq"],
-                                    awaiting=awaiting, on_change=changes.append)
+                                    awaiting=awaiting, ended=case["ended"], on_change=changes.append)
     for raw in case["events"]:
         t.apply(event_from_dict(raw))
     out.append(dump(t, changes))
@@ -226,7 +226,7 @@ function randomCase(seed) {
       case "heartbeat": return { ...base, type: "tool-call-heartbeat", ...call(), elapsed: pick([0.25, 3]) };
       case "progress": return { ...base, type: "tool-progress", tool_call_id: pick(callIds), fraction: pick([null, 0.5]), message: pick(["", "half"]) };
       case "complete": return { ...base, type: "tool-call-complete", ...call(), args: args(), output: pick(["ok", 3, null, { a: [1] }]), is_error: r() < 0.3 };
-      case "end": return { ...base, type: "interaction-end", status: "completed" };
+      case "end": return { ...base, type: "interaction-end", status: pick(["completed", "cancelled", "error", "paused"]) };
       case "step": return { ...base, type: "step-finish", step: 1, finish_reason: "stop" };
       case "system": return { ...base, type: "system-message", text: "note", level: pick(["info", "warning", "error"]), tool_call_id: pick([null, "c1"]) };
       case "error": return { ...base, type: "error", error_type: "boom", message: "it broke" };
@@ -265,7 +265,7 @@ function randomCase(seed) {
     if (!awaiting.some((a) => a.session_id === row.session_id && a.tool_call_id === row.tool_call_id)) awaiting.push(row);
   }
   const events = Array.from({ length: 20 + Math.floor(r() * 60) }, event);
-  return { history, parents: resumed ? parents : null, last_seq: lastSeq, awaiting, events };
+  return { history, parents: resumed ? parents : null, last_seq: lastSeq, awaiting, ended: resumed && r() < 0.5, events };
 }
 
 function runJs(c) {
@@ -273,7 +273,7 @@ function runJs(c) {
   const onChange = (change) => changes.push(change);
   const t = c.history === null
     ? new Transcript({ onChange })
-    : Transcript.fromHistory(c.history, { parents: c.parents, lastSeq: c.last_seq, awaiting: c.awaiting, onChange });
+    : Transcript.fromHistory(c.history, { parents: c.parents, lastSeq: c.last_seq, awaiting: c.awaiting, ended: c.ended, onChange });
   t.applyAll(c.events);
   return {
     messages: messages(t),

@@ -1,10 +1,16 @@
 """Drivers decide how a model is asked for its next move and turn its answer into canonical stream parts.
 
-The loop calls ``driver.stream_step(model, request)`` once per step and consumes canonical parts; it
-never knows which driver ran. :class:`NativeToolDriver` uses provider function calling;
-:class:`~toolwire.agent.drivers.react.ReActDriver` asks a model without function calling for
-schema-constrained JSON decisions. To script a run in tests, script the model
-(:class:`~toolwire.models.scripted.ScriptedModel`), not the driver.
+Per step, the loop (its model step, ``agent/_model_step.py``) first asks the driver what the step sends,
+``driver.compile_messages(state)`` (:class:`StepState`: the step number, the stored history as the
+model reads it, the tools, the instructions), then calls ``driver.open_step(model, request)`` once per
+attempt and consumes the canonical parts it yields; it never knows which driver ran. By default
+``open_step`` is ``stream_step``, unfiltered; :class:`NativeToolDriver` returns the model's own stream
+and its echo filter instead (no async generator per step), unless a subclass overrides ``stream_step``:
+then that runs. So overriding either hook does what it says. :class:`NativeToolDriver` uses provider
+function calling; :class:`~toolwire.agent.drivers.react.ReActDriver` asks a model without function
+calling for schema-constrained JSON decisions. To script a run in tests, script the model
+(:class:`~toolwire.models.scripted.ScriptedModel`), not the driver. What each step sent and got back
+is in ``RunResult.step_details``.
 """
 
 from __future__ import annotations
@@ -12,8 +18,10 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from toolwire.messages import Message
 from toolwire.models._builder import closing, parse_tool_args
 from toolwire.models.base import (
     Finish,
@@ -23,6 +31,7 @@ from toolwire.models.base import (
     TextDelta,
     TextEnd,
     TextStart,
+    ToolDefinition,
     ToolInputEnd,
 )
 
@@ -37,8 +46,30 @@ class PartFilter(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepState:
+    """What a step's messages are compiled from (:meth:`Driver.compile_messages`)."""
+
+    step: int
+    """The step's number in the run, from 1."""
+    session_id: str
+    history: Sequence[Message]
+    """The session's history as the model reads it: stored, repaired (every call answered), grown by
+    this run's steps. Never edit it: the store keeps it as it is."""
+    tools: Sequence[ToolDefinition]
+    """The tools the step offers (``final_result`` included in tool output mode)."""
+    instructions: str | None
+
+
 class Driver(ABC):
     """Turns one agent step into canonical model stream parts."""
+
+    def compile_messages(self, state: StepState) -> Sequence[Message]:
+        """The messages the step sends, compiled from ``state`` (the message compiler of the step): by
+        default the history as it is. Override to window, summarise or annotate what the model reads;
+        what you return is sent (and recorded in ``RunResult.step_details``), never stored. Keep it a
+        valid conversation: every tool call followed by its result."""
+        return state.history
 
     @abstractmethod
     def stream_step(self, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
@@ -58,7 +89,7 @@ class NativeToolDriver(Driver):
     step ends, then dropping it if it merely echoes a tool call's arguments (some providers leak them)."""
 
     async def stream_step(self, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
-        stream, echo = self.open_step(model, request)
+        stream, echo = self._filtered(model, request)
         async with closing(stream) as parts:
             async for part in parts:
                 for out in echo.process(part) if echo is not None else (part,):
@@ -67,6 +98,13 @@ class NativeToolDriver(Driver):
             yield out
 
     def open_step(
+        self, model: Model, request: ModelRequest
+    ) -> tuple[AsyncIterator[ModelStreamPart], PartFilter | None]:
+        if type(self).stream_step is not NativeToolDriver.stream_step:  # a subclass's own stream_step runs
+            return self.stream_step(model, request), None
+        return self._filtered(model, request)
+
+    def _filtered(
         self, model: Model, request: ModelRequest
     ) -> tuple[AsyncIterator[ModelStreamPart], PartFilter | None]:
         if request.output_schema is not None or request.json_answer:  # the answer IS JSON: stream it live
@@ -164,4 +202,4 @@ def _matches(candidate: dict[str, Any], call: ToolInputEnd) -> bool:
     return name == call.tool_name and args == call.args
 
 
-__all__ = ["Driver", "NativeToolDriver", "PartFilter"]
+__all__ = ["Driver", "NativeToolDriver", "PartFilter", "StepState"]

@@ -7,189 +7,22 @@
 // sanitised by vendor/purify.min.js (DOMPurify, loaded as a classic script before this module).
 
 import { Transcript } from "./transcript.js";
-import { Marked } from "./vendor/marked.esm.js";
+import { answer, nameSubAgent, nameSubAgentsFromHistory, renderGroupName, renderNotifications, renderToolCall, runClientTools } from "./cards.js";
+import { $, api, element, errorText, narrow, newSessionId, notice, params, safeUrl, sessionPath, status, token, unsupported, view } from "./page.js";
+import { bubbleActions } from "./edits.js";
+import { closeMenus, forgetTitle, refreshSessions, rememberTitle, renderTitle, titleOf } from "./sessions.js";
+import { renderMarkdown } from "./markdown.js";
 
-const params = new URLSearchParams(location.search);
-const token = params.get("token") || localStorage.getItem("toolwire.token") || "";
-if (params.get("token")) localStorage.setItem("toolwire.token", token);
-
-const TICK_MS = 250; // elapsed seconds are recomputed often enough that each value is visible for most of a second
 const MAX_RECONNECTS = 30;
-const TITLES_KEY = "toolwire.titles"; // session id -> title from its first message, for servers that store none
-const MAX_TITLES = 500;
-const TITLE_LENGTH = 60;
 
-const $ = (id) => document.getElementById(id);
-const narrow = matchMedia("(max-width: 720px)");
-const view = {
-  generation: 0, // bumped by every open(): a slow load or a late event of the previous conversation is dropped
-  listing: 0, // bumped by every refreshSessions(): a slow answer never overwrites a newer list
-  sessionId: null,
-  transcript: null,
-  source: null,
-  reconnects: 0,
-  rows: new Map(), // session id -> its row of GET api/sessions
-  open: new Map(), // sub-session id -> expanded?, kept across reloads of the same page
-  bubbles: new Map(), // transcript index -> bubble element
-  groups: new Map(), // session id -> list holding its bubbles
-  lastText: new Map(), // session id -> index of its latest assistant bubble (read aloud when its text ends)
-  running: new Set(), // tool calls whose start was read aloud
-  added: [],
-  updated: new Set(),
-  spoken: [], // for the live region at the end of the frame: texts, and {index, top} for a bubble's text
-  notificationsDirty: false,
-  frame: false,
-  busy: false, // a turn of this conversation is running
-  awaiting: false, // ... and nothing of its next step has arrived yet: "Thinking…"
-  manage: "unknown", // can this server rename and delete conversations? "unknown" | "yes" | "no"
-};
-
-// -- markdown -----------------------------------------------------------------------------------------
-
-const escapeHtml = (text) =>
-  String(text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
-
-// Raw HTML in an answer is shown as text; images become links (the CSP loads no foreign image anyway).
-// DOMPurify then removes whatever is left that could run or navigate somewhere unsafe.
-const markdown = new Marked(
-  { gfm: true, breaks: false, async: false },
-  {
-    renderer: {
-      html: ({ text }) => escapeHtml(text),
-      image: ({ href, text }) => `<a href="${escapeHtml(href)}">${escapeHtml(text || href)}</a>`,
-    },
-  },
-);
-const PURIFY = {
-  ALLOWED_URI_REGEXP: /^(?:https?:|mailto:|#)/i,
-  FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "img", "svg", "math", "iframe"],
-  FORBID_ATTR: ["style", "class", "id", "name"],
-  RETURN_DOM_FRAGMENT: true,
-};
-const purify = globalThis.DOMPurify;
-if (purify?.addHook) {
-  purify.addHook("afterSanitizeAttributes", (node) => {
-    if (node.tagName === "A" && node.getAttribute("href")) {
-      node.setAttribute("target", "_blank");
-      node.setAttribute("rel", "noopener noreferrer");
-    }
-  });
-}
-
-function renderMarkdown(text) {
-  const box = element("div", { class: "text markdown" });
-  if (!purify?.sanitize) {
-    box.className = "text"; // no sanitiser loaded: plain text, never unsanitised HTML
-    box.textContent = text;
-    return box;
-  }
-  const html = purify.sanitize(markdown.parse(text), PURIFY);
-  for (const wide of html.querySelectorAll("pre, table")) wide.tabIndex = 0; // they scroll: reachable by keyboard
-  box.append(html);
-  return box;
-}
-
-// -- the server ---------------------------------------------------------------------------------------
-
-async function api(path, options = {}) {
-  const headers = { "content-type": "application/json", ...(options.headers || {}) };
-  if (token) headers.authorization = `Bearer ${token}`;
-  try {
-    const response = await fetch(path, { ...options, headers }); // relative: works under a path prefix
-    const body = await response.json().catch(() => ({}));
-    return { status: response.status, body };
-  } catch (error) {
-    return { status: 0, body: { error: { type: "network", message: String(error) } } };
-  }
-}
-
-const sessionPath = (sessionId, rest = "") => `api/sessions/${encodeURIComponent(sessionId)}${rest}`;
-
-// A server without PATCH/DELETE api/sessions/{id} answers 405, or a 404 that is not its JSON "no session".
-const unsupported = (reply) => reply.status === 405 || reply.status === 501 || (reply.status === 404 && reply.body?.error?.type !== "not_found");
-
-function status(text) {
-  $("status").textContent = text;
-}
-
-function notice(text) {
-  $("notice").textContent = text;
-}
-
-function errorText(reply) {
-  return reply.body?.error?.message || `HTTP ${reply.status}`;
-}
-
-function announce(text) {
+export function announce(text) {
   if (!text) return;
   view.spoken.push(text);
   schedule();
 }
 
-// crypto.randomUUID exists only in secure contexts (https, localhost); a LAN http address has just getRandomValues.
-function newSessionId() {
-  if (crypto.randomUUID) return `web-${crypto.randomUUID()}`;
-  const bytes = crypto.getRandomValues(new Uint8Array(16));
-  return `web-${[...bytes].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
-}
-
-// -- titles -------------------------------------------------------------------------------------------
-
-function localTitles() {
-  try {
-    return JSON.parse(localStorage.getItem(TITLES_KEY) || "{}") || {};
-  } catch {
-    return {};
-  }
-}
-
-function storeTitles(titles) {
-  const ids = Object.keys(titles);
-  for (const id of ids.slice(0, Math.max(0, ids.length - MAX_TITLES))) delete titles[id];
-  try {
-    localStorage.setItem(TITLES_KEY, JSON.stringify(titles));
-  } catch {
-    // storage full or disabled: titles fall back to ids
-  }
-}
-
-function rememberTitle(sessionId, text) {
-  const titles = localTitles();
-  if (titles[sessionId]) return;
-  const line = text.replace(/\s+/g, " ").trim();
-  if (!line) return;
-  titles[sessionId] = line.length > TITLE_LENGTH ? shorten(line) : line;
-  storeTitles(titles);
-}
-
-// Cut at a word where there is one in the second half, never mid-word or after a comma.
-function shorten(line) {
-  let cut = line.slice(0, TITLE_LENGTH - 1);
-  const space = cut.lastIndexOf(" ");
-  if (space > TITLE_LENGTH / 2) cut = cut.slice(0, space);
-  return `${cut.replace(/[\s,.;:]+$/, "")}…`;
-}
-
-function forgetTitle(sessionId) {
-  const titles = localTitles();
-  delete titles[sessionId];
-  storeTitles(titles);
-}
-
-// The server's title (set by PATCH) first, then the first message sent from this browser.
-function titleOf(sessionId) {
-  return view.rows.get(sessionId)?.title || localTitles()[sessionId] || null;
-}
-
-function renderTitle() {
-  const title = (view.sessionId && titleOf(view.sessionId)) || "New chat";
-  $("title").textContent = title;
-  document.title = `${title} · toolwire`;
-}
-
 // -- loading a conversation -------------------------------------------------------------------------
-
-async function open(sessionId) {
+export async function open(sessionId, { fresh = false } = {}) {
   const generation = ++view.generation;
   if (view.source) view.source.close();
   view.source = null;
@@ -198,7 +31,8 @@ async function open(sessionId) {
   history.replaceState(null, "", `?session=${encodeURIComponent(sessionId)}`);
   renderTitle();
   status("loading…");
-  let loaded = await api(sessionPath(sessionId, "/messages"));
+  // A new id of this page's own is created at once (asking for its messages first would be a 404).
+  let loaded = fresh ? { status: 404 } : await api(sessionPath(sessionId, "/messages"));
   if (generation !== view.generation) return;
   if (loaded.status === 404) {
     // A new conversation: create it so its event stream can be opened before the first message.
@@ -213,8 +47,11 @@ async function open(sessionId) {
   }
   const { messages, parents, last_seq: lastSeq, cursor, running, awaiting } = loaded.body;
   // A paused run's calls wait for a person: shown (with Approve / Deny) as the live events showed them.
-  const transcript = Transcript.fromHistory(messages, { parents, lastSeq, awaiting: awaiting || [] });
+  // No run in progress (none, or a paused one): the last interaction-end was published (rule 4's flush).
+  const ended = !running;
+  const transcript = Transcript.fromHistory(messages, { parents, lastSeq, awaiting: awaiting || [], ended });
   view.transcript = transcript;
+  nameSubAgentsFromHistory(messages, parents || {});
   const first = messages.find((m) => m.role === "user" && m.session_id === sessionId);
   if (first) rememberTitle(sessionId, (first.parts || []).filter((p) => p.type === "text").map((p) => p.text).join(" "));
   view.busy = !!running;
@@ -226,7 +63,7 @@ async function open(sessionId) {
   listen(sessionId, cursor, generation);
   if (!running) runClientTools();
   refreshSessions();
-  probeManage(sessionId);
+  renderManage();
 }
 
 function listen(sessionId, cursor, generation) {
@@ -281,6 +118,19 @@ function deletedElsewhere(sessionId, source) {
 function follow(event) {
   const own = event.session_id === view.sessionId;
   switch (event.type) {
+    case "interaction-start":
+      if (own) view.model = event.model ? `${event.provider_name ? `${event.provider_name}:` : ""}${event.model}` : view.model;
+      else {
+        const parent = event.parent_session_id && event.parent_tool_call_id ? view.transcript.callInfo(event.parent_session_id, event.parent_tool_call_id) : null;
+        nameSubAgent(event.session_id, event.agent_name || parent?.tool_name);
+      }
+      return;
+    case "failover":
+      describeFailover(event);
+      break;
+    case "error":
+      if (own) describeError(event);
+      break;
     case "user-turn-start":
       if (own) {
         view.busy = true;
@@ -303,7 +153,9 @@ function follow(event) {
       if (!own) break;
       view.busy = false;
       view.awaiting = false;
-      notice(""); // a "busy" notice is stale once the turn is over
+      notice(event.status === "cancelled" ? "Stopped." : ""); // a "busy" notice is stale once the turn is over
+      if (event.status === "completed") markEmptyAnswer();
+      else if (event.status === "cancelled") addMarker("stopped", "Stopped: what the answer had shown so far stays above.");
       if (event.status === "paused") {
         announce("Waiting for you: approve or deny the tool call below.");
         runClientTools();
@@ -316,57 +168,62 @@ function follow(event) {
   schedule();
 }
 
-async function refreshSessions() {
-  const listing = ++view.listing;
-  const reply = await api("api/sessions");
-  if (reply.status !== 200 || listing !== view.listing) return;
-  const list = $("sessions");
-  list.replaceChildren();
-  const rows = [...reply.body.sessions];
-  if (view.sessionId && !rows.some((s) => s.session_id === view.sessionId)) {
-    rows.unshift({ session_id: view.sessionId, title: null });
+// The notes the transcript adds (rule 7, errors) say what happened; the page words them for a person and
+// adds what to do next. Keyed by the note's bubble id: the latest system bubble of the event's session.
+function latestNote(sessionId) {
+  const messages = view.transcript.messages;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    if (messages[i].session_id === sessionId && messages[i].role === "system") return [i, messages[i]];
   }
-  appendSessions(list, rows, reply.body.next_cursor);
-  renderTitle();
+  return [-1, null];
 }
 
-// The server lists conversations a page at a time; older ones are one click away.
-function appendSessions(list, rows, nextCursor) {
-  for (const row of rows) {
-    const id = row.session_id;
-    view.rows.set(id, row);
-    const label = titleOf(id) || (id === view.sessionId ? "New chat" : id);
-    const link = element("a", { href: `?session=${encodeURIComponent(id)}`, title: id }, label);
-    if (id === view.sessionId) {
-      link.className = "current";
-      link.setAttribute("aria-current", "page");
-    }
-    link.addEventListener("click", (e) => {
-      e.preventDefault();
-      if (narrow.matches) setSidebar(false);
-      open(id);
-    });
-    const item = element("li");
-    item.append(link);
-    list.append(item);
+function describeFailover(event) {
+  const [index, note] = latestNote(event.session_id);
+  if (!note) return;
+  const why = [event.error_type, event.status, event.reason].filter(Boolean).join(" ");
+  let text = `Model ${event.from_provider}:${event.from_model} failed (${why}); answered by ${event.to_provider}:${event.to_model}.`;
+  if (event.dropped_output) text += " What it had streamed is shown struck through.";
+  view.noteText.set(note.id, { text, kind: "failover" });
+  view.updated.add(index);
+}
+
+function describeError(event) {
+  const [index, note] = latestNote(event.session_id);
+  if (!note) return;
+  const model = view.model ? ` (model ${view.model})` : "";
+  const prompt = lastPrompt();
+  view.noteText.set(note.id, { text: `The answer failed${model}: ${event.message || event.error_type}`, kind: "error", prompt, retryable: !!event.retryable });
+  view.updated.add(index);
+}
+
+function lastPrompt() {
+  const messages = view.transcript.messages;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    if (messages[i].session_id === view.sessionId && messages[i].role === "user") return messages[i].text;
   }
-  if (!nextCursor) return;
-  const more = element("button", { type: "button", class: "older", "data-testid": "older-sessions" }, "Older conversations");
-  const item = element("li");
-  item.append(more);
-  list.append(item);
-  more.addEventListener("click", async () => {
-    const page = await api(`api/sessions?cursor=${encodeURIComponent(nextCursor)}`);
-    if (page.status !== 200) return status(`cannot list conversations: ${errorText(page)}`);
-    const had = list.children.length - 1;
-    item.remove();
-    appendSessions(list, page.body.sessions.filter((s) => s.session_id !== view.sessionId), page.body.next_cursor);
-    list.children[had]?.querySelector("a, button")?.focus(); // the keyboard goes on from the first older one
-  });
+  return "";
+}
+
+// A page-only line at the end of the conversation (not part of the transcript: gone on reload).
+function addMarker(kind, text) {
+  const item = element("li", { class: `entry marker ${kind}`, "data-testid": `marker-${kind}` });
+  item.append(element("div", { class: "marker-text" }, text));
+  $("transcript").append(item);
+}
+
+// A turn that completed without a word of text (and no structured output) says so, instead of nothing.
+function markEmptyAnswer() {
+  const messages = view.transcript.messages;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (m.session_id !== view.sessionId) continue;
+    if (m.role === "user") return addMarker("empty-answer", "The model returned an empty answer.");
+    if (m.role === "assistant" && m.text.trim()) return;
+  }
 }
 
 // -- rendering ----------------------------------------------------------------------------------------
-
 function changed(transcript, change) {
   if (transcript !== view.transcript) return;
   if (change.type === "message-added") view.added.push(change.index);
@@ -389,7 +246,7 @@ function changed(transcript, change) {
   schedule();
 }
 
-function schedule() {
+export function schedule() {
   if (view.frame) return;
   view.frame = true;
   requestAnimationFrame(flush);
@@ -414,9 +271,21 @@ function flush() {
   if (view.notificationsDirty) renderNotifications();
   view.notificationsDirty = false;
   renderActivity();
+  markLastAnswer();
   const said = view.spoken.splice(0).map(spoken).filter(Boolean);
   if (said.length) $("announcer").textContent = said.join(" ");
   if (atBottom) pane.scrollTop = pane.scrollHeight;
+}
+
+// Regenerate is offered on the conversation's last answer only.
+function markLastAnswer() {
+  const messages = view.transcript?.messages || [];
+  let last = -1;
+  for (let i = messages.length - 1; i >= 0 && last < 0; i--) {
+    if (messages[i].session_id === view.sessionId && messages[i].role === "assistant" && messages[i].text.trim()) last = i;
+  }
+  for (const marked of document.querySelectorAll(".entry[data-last-answer]")) marked.removeAttribute("data-last-answer");
+  view.bubbles.get(last)?.parentElement?.setAttribute("data-last-answer", "true");
 }
 
 function spoken(item) {
@@ -430,6 +299,7 @@ function clearTranscript() {
   view.busy = false;
   view.awaiting = false;
   view.bubbles.clear();
+  view.cards.clear();
   $("transcript").replaceChildren();
   $("notifications").replaceChildren();
   renderActivity();
@@ -437,6 +307,9 @@ function clearTranscript() {
 
 function rebuild() {
   view.bubbles.clear();
+  view.cards.clear(); // their elements go with the list below
+  view.noteText.clear(); // notes are ephemeral: a rebuilt transcript numbers its own from 0
+  view.model = "";
   view.lastText.clear();
   view.spoken = view.spoken.filter((item) => typeof item === "string"); // bubbles of the conversation left
   view.groups = new Map([[view.sessionId, $("transcript")]]);
@@ -446,16 +319,18 @@ function rebuild() {
   view.transcript.messages.forEach((message, index) => place(index, message));
   renderNotifications();
   renderActivity();
+  markLastAnswer();
   $("transcript-pane").scrollTop = $("transcript-pane").scrollHeight;
 }
 
 // Send while idle, Stop while a turn runs; "Thinking…" until the next output arrives.
-function renderActivity() {
+export function renderActivity() {
   const send = $("send");
   const stop = $("stop");
   const focused = document.activeElement;
   send.hidden = view.busy;
   stop.hidden = !view.busy;
+  $("app").dataset.busy = String(view.busy); // Edit and Regenerate wait for the turn to end
   if (!view.busy) stop.disabled = false;
   if (focused === send && view.busy) stop.focus();
   if (focused === stop && !view.busy) $("input").focus();
@@ -464,7 +339,7 @@ function renderActivity() {
 }
 
 // A sub-session's group opens where its first bubble appears, inside its parent's group.
-function groupFor(sessionId) {
+export function groupFor(sessionId) {
   const existing = view.groups.get(sessionId);
   if (existing) return existing;
   const parent = view.transcript.sessions[sessionId]?.parent_session_id;
@@ -473,8 +348,8 @@ function groupFor(sessionId) {
   const group = element("details", { class: "subsession", "data-testid": "subsession", "data-session": sessionId });
   group.open = view.open.get(sessionId) ?? true;
   group.addEventListener("toggle", () => view.open.set(sessionId, group.open));
-  const summary = element("summary", {}, "sub-agent session ");
-  summary.append(element("code", {}, sessionId));
+  const summary = element("summary", { title: sessionId }, "");
+  renderGroupName(summary, sessionId);
   const list = element("ol", { class: "messages" });
   group.append(summary, list);
   const item = element("li", { class: "entry group" });
@@ -497,41 +372,50 @@ function place(index, message) {
   if (!message) return;
   const item = element("li", { class: "entry", "data-role": message.role });
   const bubble = element("div", { class: "message", "data-testid": "message", "data-role": message.role, "data-session": message.session_id });
-  fill(bubble, message);
   item.append(element("span", { class: "sr-only" }, `${speaker(message)} `), bubble);
+  fill(bubble, message);
   groupFor(message.session_id).append(item);
   view.bubbles.set(index, bubble);
 }
 
-function element(tag, attrs = {}, text = "") {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attrs)) if (value !== null && value !== undefined) node.setAttribute(name, value);
-  if (text) node.textContent = text;
-  return node;
-}
-
-function json(value) {
-  if (typeof value === "string") return value;
-  try {
-    return JSON.stringify(value, null, 2) ?? String(value);
-  } catch {
-    return String(value);
-  }
-}
-
-function safeUrl(url) {
-  return /^(https?:|data:|blob:|\/)/i.test(url || "") ? url : null; // never javascript: from model output
-}
-
-function fill(bubble, m) {
+export function fill(bubble, m) {
   if (m.level) bubble.setAttribute("data-level", m.level);
   else bubble.removeAttribute("data-level");
+  if (m.id.endsWith(":dropped")) bubble.setAttribute("data-dropped", "true"); // a failover discarded it
+  else bubble.removeAttribute("data-dropped");
   const parts = [];
-  if (m.role === "media") parts.push(renderMedia(m));
-  else if (m.role === "assistant") parts.push(renderMarkdown(m.text));
-  else parts.push(element("div", { class: "text" }, m.text));
-  for (const call of m.tool_calls) parts.push(renderToolCall(call));
+  // Calls the model made before this text (buffered until it opened, transcript rule 4) come above it.
+  for (const call of m.tool_calls) if (call.before_text) parts.push(renderToolCall(call, m.session_id));
+  const worded = m.role === "system" ? view.noteText.get(m.id) : null;
+  if (worded) parts.push(renderNote(m, worded));
+  else if (m.role === "media") parts.push(renderMedia(m));
+  else if (m.role === "assistant" && m.text) parts.push(renderMarkdown(m.text));
+  else if (m.role !== "assistant") parts.push(element("div", { class: "text" }, m.text));
+  for (const call of m.tool_calls) if (!call.before_text) parts.push(renderToolCall(call, m.session_id));
+  if (m.id.endsWith(":dropped")) parts.unshift(element("div", { class: "dropped-label" }, "Dropped: this model failed mid-answer"));
   bubble.replaceChildren(...parts);
+  // The bubble's buttons sit under it, outside it: the bubble holds only what was said.
+  const entry = bubble.parentElement;
+  if (!entry) return;
+  entry.querySelector(":scope > .actions")?.remove();
+  const actions = bubbleActions(m);
+  if (actions) entry.append(actions);
+}
+
+function renderNote(m, worded) {
+  const box = element("div", { class: "text note", "data-kind": worded.kind }, worded.text);
+  if (worded.kind === "error" && worded.prompt) {
+    const retry = element("button", { type: "button", class: "retry", "data-testid": "retry" }, "Retry");
+    retry.addEventListener("click", () => {
+      const input = $("input");
+      input.value = worded.prompt; // the prompt goes back in the box: Send asks again, or edit it first
+      autosize();
+      input.focus();
+      announce("The message is back in the box: press Enter to send it again.");
+    });
+    box.append(" ", retry);
+  }
+  return box;
 }
 
 function renderMedia(m) {
@@ -546,111 +430,7 @@ function renderMedia(m) {
   return box;
 }
 
-function renderToolCall(call) {
-  const status = call.is_error ? "error" : "ok";
-  const box = element("div", { class: "tool-call", "data-testid": "tool-call", "data-tool-name": call.tool_name, "data-status": status });
-  const head = element("div", { class: "head" });
-  head.append(element("span", { class: "name" }, call.tool_name), element("span", { class: "args" }, `(${json(call.args)})`));
-  const result = element("div", { class: "tool-result", "data-testid": "tool-result" }, json(call.result));
-  result.prepend(element("span", { class: "mark" }, call.is_error ? "error: " : "→ "));
-  box.append(head, result);
-  return box;
-}
-
-const WAITING = {
-  "awaiting-approval": "waits for your approval",
-  "awaiting-output": "waits for this client",
-  "awaiting-subagent": "waits for its sub-agent",
-};
-
-function notificationLabel(n) {
-  if (n.status === "preparing") return `preparing ${n.tool_name}`;
-  if (WAITING[n.status]) return `${n.tool_name} ${WAITING[n.status]}${n.session_id !== view.sessionId ? ` · ${n.session_id}` : ""}`;
-  const elapsed = Math.max(0, Math.floor(Date.now() / 1000 - n.started_at));
-  let label = `running ${n.tool_name} (${elapsed}s)`;
-  if (typeof n.progress === "number") label += ` ${Math.round(n.progress * 100)}%`;
-  if (n.progress_message) label += ` — ${n.progress_message}`;
-  if (n.session_id !== view.sessionId) label += ` · ${n.session_id}`;
-  return label;
-}
-
-function renderNotifications() {
-  const box = $("notifications");
-  box.replaceChildren();
-  for (const n of view.transcript ? view.transcript.activeTools : []) {
-    const note = element("span", { class: "notification", "data-testid": "notification", "data-tool-name": n.tool_name, "data-status": n.status, "data-session": n.session_id }, notificationLabel(n));
-    note.notification = n;
-    box.append(note);
-    if (n.status === "awaiting-approval") box.append(approvalControls(n));
-  }
-}
-
-// -- calls waiting for a person -------------------------------------------------------------------------
-
-// Approve runs the call; Deny refuses it, with the reason typed (the model reads it).
-function approvalControls(n) {
-  const form = element("form", { class: "approval", "data-testid": "approval", "data-tool-call-id": n.tool_call_id });
-  const reason = element("input", { type: "text", "data-testid": "deny-reason", placeholder: "Reason (optional)", "aria-label": `Reason to deny ${n.tool_name}` });
-  const approve = element("button", { type: "button", "data-testid": "approve" }, "Approve");
-  const deny = element("button", { type: "button", "data-testid": "deny" }, "Deny");
-  approve.addEventListener("click", () => answer({ approvals: { [n.tool_call_id]: true } }, `Approved ${n.tool_name}.`));
-  deny.addEventListener("click", () => {
-    const why = reason.value.trim();
-    answer({ approvals: { [n.tool_call_id]: why ? { denied: why } : false } }, `Denied ${n.tool_name}.`);
-  });
-  form.addEventListener("submit", (e) => e.preventDefault());
-  form.append(approve, deny, reason);
-  return form;
-}
-
-// Client tools this page runs itself, in the browser; their output goes back as the call's result.
-const CLIENT_TOOLS = {
-  browser_time_zone: () => Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC",
-};
-const answered = new Set(); // calls already answered from this page (an answer is sent once)
-
-function runClientTools() {
-  if (!view.transcript || view.busy) return;
-  const outputs = {};
-  for (const n of view.transcript.activeTools) {
-    const run = CLIENT_TOOLS[n.tool_name];
-    const key = `${n.session_id}\u0000${n.tool_call_id}`;
-    if (n.status !== "awaiting-output" || !run || answered.has(key)) continue;
-    answered.add(key);
-    try {
-      outputs[n.tool_call_id] = run();
-    } catch (error) {
-      outputs[n.tool_call_id] = { failed: String(error) };
-    }
-  }
-  if (Object.keys(outputs).length) answer({ tool_outputs: outputs }, "");
-}
-
-async function answer(body, said) {
-  const sessionId = view.sessionId;
-  if (!sessionId || view.busy) return;
-  view.busy = true;
-  view.awaiting = true;
-  renderActivity();
-  if (said) announce(said);
-  const sent = await api(sessionPath(sessionId, "/messages"), { method: "POST", body: JSON.stringify(body) });
-  if (view.sessionId !== sessionId || sent.status === 202) return;
-  view.busy = false;
-  view.awaiting = false;
-  renderActivity();
-  notice(`Not sent: ${errorText(sent)}`);
-}
-
-// Elapsed seconds keep ticking while a tool runs: only the labels' text changes, the elements stay.
-setInterval(() => {
-  for (const note of $("notifications").querySelectorAll(".notification")) {
-    const label = notificationLabel(note.notification);
-    if (note.textContent !== label) note.textContent = label;
-  }
-}, TICK_MS);
-
 // -- sending and stopping -----------------------------------------------------------------------------
-
 function autosize() {
   const input = $("input");
   input.style.height = "auto"; // CSSOM, which the CSP allows (a style attribute in markup it would not)
@@ -694,6 +474,7 @@ $("input").addEventListener("keydown", (e) => {
     $("composer").requestSubmit();
   }
 });
+
 $("input").addEventListener("input", autosize);
 
 $("stop").addEventListener("click", async () => {
@@ -712,28 +493,22 @@ $("stop").addEventListener("click", async () => {
   renderActivity();
   notice(reply.body?.cancelled ? "Stopped." : "");
   announce(reply.body?.cancelled ? "Stopped." : "");
-  // The stopped turn as the server stored it: no tool is left showing as running.
-  await open(sessionId);
-  if (view.sessionId === sessionId) notice(reply.body?.cancelled ? "Stopped." : "");
+  // What the turn showed stays: its partial text and its calls (the cancelled ones complete as
+  // `cancelled`, and interaction-end clears what still ran), not the history reloaded without them.
 });
 
 // -- renaming and deleting ----------------------------------------------------------------------------
-
-// One harmless request tells whether the server has PATCH api/sessions/{id}: an empty change (no title)
-// must be refused (400) or ignored; a server without the route answers 404 (not JSON) or 405.
-async function probeManage(sessionId) {
-  if (view.manage !== "unknown") return renderManage();
-  const reply = await api(sessionPath(sessionId), { method: "PATCH", body: "{}" });
-  if (view.manage === "unknown" && reply.status !== 0) view.manage = unsupported(reply) ? "no" : "yes";
-  renderManage();
-}
-
+// Rename and Delete are offered until the server shows it has no PATCH / DELETE api/sessions/{id} (404 that
+// is not its JSON "no session", or 405) when one is used: no probe at load, whose refusal every browser
+// would log as a console error.
 function renderManage() {
-  $("manage").hidden = view.manage !== "yes" || !$("rename-form").hidden;
+  $("manage").hidden = view.manage === "no" || !$("rename-form").hidden;
+  for (const menu of document.querySelectorAll(".session-menu")) menu.hidden = view.manage === "no";
 }
 
 function notSupported(what) {
   view.manage = "no";
+  closeMenus();
   closeEditors();
   notice(`This server cannot ${what} conversations.`);
 }
@@ -798,15 +573,14 @@ $("delete-yes").addEventListener("click", async () => {
   announce("Conversation deleted.");
   const listed = await api("api/sessions");
   const next = listed.status === 200 ? listed.body.sessions.find((s) => s.session_id !== sessionId) : null;
-  await open(next ? next.session_id : newSessionId());
+  await (next ? open(next.session_id) : open(newSessionId(), { fresh: true }));
   notice("Conversation deleted.");
   $("input").focus();
 });
 
 // -- the sidebar --------------------------------------------------------------------------------------
-
 // Beside the chat on a wide screen, over it on a phone (where the rest of the page is inert meanwhile).
-function setSidebar(open) {
+export function setSidebar(open) {
   $("app").dataset.sidebar = open ? "open" : "closed";
   $("toggle-sidebar").setAttribute("aria-expanded", String(open));
   const over = open && narrow.matches;
@@ -832,14 +606,25 @@ $("toggle-sidebar").addEventListener("click", () => {
 });
 
 $("scrim").addEventListener("click", () => setSidebar(false));
+
 $("close-sidebar").addEventListener("click", () => {
   setSidebar(false);
   $("toggle-sidebar").focus();
 });
+
 narrow.addEventListener("change", () => setSidebar(!narrow.matches));
+
+document.addEventListener("click", (e) => {
+  if (view.openMenu && !e.target.closest?.(".session-menu")) closeMenus(); // a click elsewhere closes the menu
+});
 
 document.addEventListener("keydown", (e) => {
   if (e.key !== "Escape") return;
+  const menu = document.activeElement?.closest?.(".session-menu");
+  if (menu && !menu.querySelector(".menu-items").hidden) {
+    closeMenus();
+    return menu.querySelector(".menu-toggle").focus();
+  }
   if (narrow.matches && $("app").dataset.sidebar === "open") {
     setSidebar(false);
     $("toggle-sidebar").focus();
@@ -852,11 +637,12 @@ document.addEventListener("keydown", (e) => {
 
 $("new-chat").addEventListener("click", () => {
   if (narrow.matches) setSidebar(false);
-  open(newSessionId());
+  open(newSessionId(), { fresh: true });
   $("input").focus();
 });
 
 setSidebar(!narrow.matches);
+
 if (!narrow.matches) $("input").focus();
 
 (async () => {
@@ -864,5 +650,5 @@ if (!narrow.matches) $("input").focus();
   if (wanted) return open(wanted);
   const reply = await api("api/sessions");
   if (reply.status === 200 && reply.body.sessions.length) return open(reply.body.sessions[0].session_id);
-  return open(newSessionId());
+  return open(newSessionId(), { fresh: true });
 })();

@@ -57,6 +57,7 @@ class SessionState {
     this.anonCount = 0;
     this.userCount = 0;
     this.notes = 0;
+    this.flushes = 0; // bubbles opened for a turn's calls that found no answer bubble (rule 4): {id}:calls:{k}
   }
 }
 
@@ -97,6 +98,12 @@ export class Transcript {
   messageAt(index) {
     const entry = this._entries[index];
     return entry ? entry.freeze() : null;
+  }
+
+  /** What is known of the latest call with this id in the session (its args and title). Page helper, not in Python. */
+  callInfo(sessionId, toolCallId) {
+    const call = this._latestCalls.get(key(sessionId, toolCallId));
+    return call ? { tool_name: call.toolName, args: call.args, title: call.title, message_id: call.messageId } : null;
   }
 
   get activeTools() {
@@ -146,10 +153,10 @@ export class Transcript {
         this._text(state, event.message_id || "", "reasoning", event.delta || "");
         break;
       case "tool-input-start":
-        this._selected(state, event.tool_call_id, event.message_id || "", event.tool_name, null, ts);
+        this._selected(state, event.tool_call_id, event.message_id || "", event.tool_name, null, ts, event.title);
         break;
       case "tool-input-available":
-        this._selected(state, event.tool_call_id, event.message_id || "", event.tool_name, event.args || {}, ts);
+        this._selected(state, event.tool_call_id, event.message_id || "", event.tool_name, event.args || {}, ts, event.title);
         break;
       case "tool-call-active":
         this._active(state, event.tool_call_id, event.message_id || "", event.tool_name, event.args || {}, event.started_at || ts);
@@ -163,6 +170,7 @@ export class Transcript {
       case "tool-call-complete":
         this._complete(
           state, event.tool_call_id, event.message_id || "", event.tool_name, event.args || {}, event.output ?? null, !!event.is_error,
+          { status: event.status || null, duration: typeof event.duration === "number" ? event.duration : null },
         );
         break;
       case "tool-call-awaiting":
@@ -176,7 +184,9 @@ export class Transcript {
         break;
       case "interaction-end":
         state.anon = null;
-        // A paused run ends with calls waiting for a person: they stay until answered.
+        // The run's waiting calls get their bubble here (rule 4), a paused run's too: the person answering
+        // sees what already ran. Calls waiting for a person stay until answered.
+        this._flush(state.id);
         this._clearNotifications("interaction-end", state.id, { awaiting: false });
         break;
       case "interaction-start":
@@ -303,6 +313,8 @@ export class Transcript {
 
   _userTurn(state, message) {
     const parts = message.parts || [];
+    // The previous turn's calls are drawn under that turn, not this one; a replayed turn changes nothing.
+    if (!(parts.length && message.id && this._userIds.has(message.id))) this._flush(state.id);
     if (parts.length) {
       let messageId = message.id;
       if (!messageId) {
@@ -358,7 +370,25 @@ export class Transcript {
     const waiting = this._pending.get(state.id);
     this._pending.delete(state.id);
     for (const [ordinal, call] of [...(waiting || [])].sort((a, b) => a[0] - b[0])) {
+      call.before_text = true; // page field: made before this text, so drawn above it
       this._insertCall(entry, ordinal, call);
+    }
+  }
+
+  // Rule 4's end: the calls of `subtree`'s sessions still waiting for an answer bubble get one of their own,
+  // an empty assistant bubble `{session}:calls:{k}`, where the turn ends.
+  _flush(subtree) {
+    if (this._pending.size === 0) return;
+    for (const sessionId of [...this._pending.keys()]) {
+      if (!this._within(sessionId, subtree)) continue;
+      const state = this._sessions.get(sessionId);
+      const entry = new Entry({ id: `${sessionId}:calls:${state.flushes}`, role: "assistant", sessionId });
+      state.flushes += 1;
+      this._add(entry);
+      state.lastSegment = entry;
+      const waiting = this._pending.get(sessionId);
+      this._pending.delete(sessionId);
+      for (const [ordinal, call] of [...waiting].sort((a, b) => a[0] - b[0])) this._insertCall(entry, ordinal, call);
     }
   }
 
@@ -423,7 +453,7 @@ export class Transcript {
           if (part.type === "text") this._text(state, message.id, "assistant", part.text || "");
           else if (part.type === "reasoning") this._text(state, message.id, "reasoning", part.text || "");
           else if (part.type === "tool-call") {
-            this._selected(state, part.tool_call_id, message.id, part.tool_name, part.args || {}, at);
+            this._selected(state, part.tool_call_id, message.id, part.tool_name, part.args || {}, at, part.title);
             if (!part.provider_executed) this._active(state, part.tool_call_id, message.id, part.tool_name, part.args || {}, at);
           } else if (part.type === "tool-result") {
             this._complete(state, part.tool_call_id, message.id, part.tool_name, {}, part.output ?? null, !!part.is_error);
@@ -476,17 +506,18 @@ export class Transcript {
       return [latest, false];
     }
     this._ordinal += 1;
-    const call = { ordinal: this._ordinal, messageId, toolName: "", args: null, done: false };
+    const call = { ordinal: this._ordinal, messageId, toolName: "", args: null, done: false, title: null };
     this._latestCalls.set(latestKey, call);
     if (messageId) this._calls.set(messageKey, call);
     return [call, true];
   }
 
-  _selected(state, toolCallId, messageId, toolName, args, at) {
+  _selected(state, toolCallId, messageId, toolName, args, at, title = null) {
     const k = key(state.id, toolCallId);
     const [call, isNew] = this._call(state, toolCallId, messageId);
     if (call.done) return;
     call.toolName = toolName || call.toolName;
+    if (title) call.title = title;
     if (args !== null) call.args = args;
     const preparing = { session_id: state.id, tool_call_id: toolCallId, tool_name: call.toolName, status: "preparing", started_at: at, progress: null, progress_message: "" };
     if (!this._notifications.has(k)) this._notifyAdd(preparing);
@@ -559,7 +590,8 @@ export class Transcript {
     }
   }
 
-  _complete(state, toolCallId, messageId, toolName, args, output, isError) {
+  // `outcome` (page fields, not in the golden forms): the loop's status and duration of a live completion.
+  _complete(state, toolCallId, messageId, toolName, args, output, isError, outcome = {}) {
     const k = key(state.id, toolCallId);
     const [call] = this._call(state, toolCallId, messageId);
     if (call.done) return;
@@ -575,6 +607,11 @@ export class Transcript {
       args: call.args !== null ? call.args : { ...args },
       result: output,
       is_error: isError,
+      // page fields: what a tool card shows beyond the spec's call
+      title: call.title,
+      status: outcome.status || null,
+      duration: outcome.duration ?? null,
+      message_id: call.messageId,
     };
     const target = state.lastSegment;
     if (target === null) {
@@ -625,15 +662,35 @@ export class Transcript {
 
   // -- resume -----------------------------------------------------------------------------------
 
-  // `awaiting`: [{session_id, tool_call_id, kind}] of the calls a paused run left waiting.
-  static fromHistory(messages, { parents = null, lastSeq = null, awaiting = null, onChange = undefined } = {}) {
+  // `awaiting`: [{session_id, tool_call_id, kind}] of the calls a paused run left waiting. `ended`: no run is in
+  // progress (none, or a paused one), so the last interaction-end was published (its waiting calls flush, rule 4).
+  static fromHistory(messages, { parents = null, lastSeq = null, awaiting = null, ended = false, onChange = undefined } = {}) {
     const transcript = new Transcript({ onChange });
     const parentOf = { ...(parents || {}) };
-    for (const message of messages) {
+    const last = new Map(messages.map((message, index) => [message.session_id || "", index]));
+    const finished = []; // sessions past their last message: their run is over once another speaks
+    const answered = new Set(); // sessions whose latest assistant message has a tool message already
+    messages.forEach((message, index) => {
       const state = transcript._registerChain(message.session_id || "", parentOf);
       if (state.id) transcript._switchRoot(state);
+      // History has no interaction-end: a sub-agent's run ended (and flushed) before anything outside its
+      // subtree came next: its caller's tool message, a sibling's or a new turn.
+      for (const done of finished.filter((s) => !transcript._within(state.id, s))) {
+        finished.splice(finished.indexOf(done), 1);
+        transcript._flush(done);
+      }
+      // A second tool message for one assistant message: its step paused in between, and the paused run's
+      // interaction-end flushed what had finished.
+      if (message.role === "tool") {
+        if (answered.has(state.id)) transcript._flush(state.id);
+        answered.add(state.id);
+      } else if (message.role === "assistant" || message.role === "user") {
+        answered.delete(state.id);
+      }
       transcript._replay(state, message);
-    }
+      if (last.get(state.id) === index && transcript._pending.has(state.id)) finished.push(state.id);
+    });
+    if (ended) for (const sessionId of [...transcript._pending.keys()]) transcript._flush(sessionId);
     for (const sid of Object.keys(parentOf)) transcript._registerChain(sid, parentOf);
     for (const [sid, seq] of Object.entries(lastSeq || {})) {
       const state = transcript._registerChain(sid, parentOf);
