@@ -334,9 +334,9 @@ def grounded_examples(
         Message.user("Thanks!"),
         _say(COURTESY_REPLIES[1]),
     )
-    # The greeting goes last: the model copies the closest example most, and a tool's example there
-    # drew questions for the other tools to it.
-    return (*out, greeting)
+    # The greeting goes first: the model copies the closest example most, and with the greeting last
+    # it answered questions it should have looked up ("not available").
+    return (greeting, *out)
 
 
 def _say(text: str) -> Message:
