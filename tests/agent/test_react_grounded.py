@@ -128,6 +128,16 @@ def test_answers_state_only_stored_results() -> None:
         assert option == NOT_AVAILABLE or any(fact in option for fact in facts)
 
 
+def test_a_question_in_a_tools_words_is_looked_up_before_it_is_answered() -> None:
+    looked_up = grounded_decision_schema(
+        [ORDER], [Message.user("Where is my order A-10482?")], allow_final=True
+    )
+    assert looked_up is not None and set(options_of(looked_up)) == {"get_order"}
+    # No shared word ("Middlemarch"): the model may still answer instead.
+    free = grounded_decision_schema([ORDER], [Message.user("Who wrote Middlemarch?")], allow_final=True)
+    assert free is not None and set(options_of(free)) == {"get_order", "final_answer"}
+
+
 def test_tools_are_narrowed_to_those_sharing_words_with_the_question() -> None:
     assert [t.name for t in closest_tools([FORECAST, ORDER], "Where is my order A-10482?")] == ["get_order"]
     assert len(closest_tools([FORECAST, ORDER], "Who wrote Middlemarch?")) == 2  # no word shared: both
