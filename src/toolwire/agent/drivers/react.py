@@ -70,7 +70,11 @@ class ReActDriver(Driver):
     (``_react_examples``). ``refuse_repeats`` rejects a call identical to one already answered since the
     user's last message (turn it off for tools meant to be polled); ``reuse_observations`` also one
     answered earlier in the conversation (for tools whose answers do not change). A refused repeat is
-    retried with a grammar that allows only the answer.
+    retried with a grammar that allows only the answer. ``grounded`` (the default driver's for the
+    embedded model) leaves the model only choices among options built from the conversation: arguments
+    from the user's words, enum values or stored results, and answers stating stored results, "not
+    available" or a courtesy reply (``_react_grounded``); a structured answer (``output_type``) is not
+    grounded.
 
     Bounds, so that no decision runs on: ``max_calls_per_turn`` tool calls per user message (then only an
     answer is allowed; None: no limit), ``max_decision_tokens`` per model call when the request sets no
