@@ -106,7 +106,9 @@ def test_at_most_four_tools_get_examples() -> None:
         ("ratio", {"type": ["number", "null"]}, 2.5),
         ("dry_run", {"type": "boolean"}, True),
         ("ids", {"type": "array", "items": {"type": "integer"}}, [3]),
-        ("color", {"type": "string"}, "color 1"),
+        ("color", {"type": "string"}, "teal"),
+        # Realistic, never a placeholder a model copies into real calls ("tracking number 1", issue 30).
+        ("tracking_number", {"type": "string"}, "QX-8845"),
         ("when", {"type": "string", "examples": ["2020-01-01"]}, "2020-01-01"),
     ],
 )

@@ -395,18 +395,28 @@ class AnswerStreamer:
 
 
 _LOOP = re.compile(r"(.{1,60}?)\1{3,}$", re.DOTALL)
+_LONG_PIECE = range(61, 401)
 _LOOP_MIN_CHARS = 80
-_LOOP_WINDOW = 400
+_LOOP_WINDOW = 1200
+_SHORT_LOOP_WINDOW = 400
 
 
 def ends_in_a_loop(text: str) -> bool:
     """Whether ``text`` ends in one piece of at most 60 characters written at least four times in a row,
-    over at least 80 characters ("2023-02-20 2023-02-20 ..."): a small model that starts such a loop
-    never leaves it, however long it may write (a markdown table rule is shorter than that)."""
+    over at least 80 characters ("2023-02-20 2023-02-20 ..."), or in a longer piece (up to 400
+    characters: a sentence restating a JSON result) written three times in a row: a small model that
+    starts such a loop never leaves it, however long it may write (a markdown table rule is shorter)."""
     if len(text) < _LOOP_MIN_CHARS:
         return False
-    match = _LOOP.search(text)
-    return match is not None and len(match.group(0)) >= _LOOP_MIN_CHARS
+    match = _LOOP.search(text[-_SHORT_LOOP_WINDOW:])
+    if match is not None and len(match.group(0)) >= _LOOP_MIN_CHARS:
+        return True
+    # Compared at the end only (a regex search would try every start: ~0.2 s per delta on 1,200 characters).
+    return any(
+        text[-size:] == text[-2 * size : -size] == text[-3 * size : -2 * size]
+        for size in _LONG_PIECE
+        if 3 * size <= len(text)
+    )
 
 
 def _scan_string(raw: str) -> tuple[int, bool]:

@@ -129,12 +129,25 @@ def _catalog_line(tool: ToolDefinition) -> str:
 def _arg_signature(name: str, spec: Any, required: bool) -> str:
     if not isinstance(spec, dict):
         return name
-    kind = spec.get("type", "any")
+    kind = _type_text(spec)
     if "enum" in spec:
         kind = " | ".join(json.dumps(v) for v in spec["enum"])
     elif "pattern" in spec:
         kind = f"{kind} like {spec['pattern'].strip('^$')}"
     return f"{name}: {kind}" + ("" if required else "?")
+
+
+def _type_text(spec: dict[str, Any]) -> str:
+    """``string``, ``string | null`` for ``str | None`` (``anyOf`` of a type and null), else ``any``."""
+    declared = spec.get("type")
+    if isinstance(declared, str):
+        return declared
+    if isinstance(declared, list):
+        return " | ".join(str(k) for k in declared)
+    options = spec.get("anyOf") or spec.get("oneOf")
+    if isinstance(options, list) and options and all(isinstance(o, dict) and "type" in o for o in options):
+        return " | ".join(_type_text(o) for o in options)
+    return "any"
 
 
 def _compact(value: Any) -> str:

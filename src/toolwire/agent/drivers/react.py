@@ -22,6 +22,7 @@ from typing import Any
 
 from toolwire.agent.drivers import Driver
 from toolwire.agent.drivers._react_examples import generated_examples
+from toolwire.agent.drivers._react_grounded import grounded_decision_schema, grounded_examples
 from toolwire.agent.drivers._react_parse import (
     MAX_ANSWER_CHARS,
     AnswerStreamer,
@@ -69,7 +70,11 @@ class ReActDriver(Driver):
     (``_react_examples``). ``refuse_repeats`` rejects a call identical to one already answered since the
     user's last message (turn it off for tools meant to be polled); ``reuse_observations`` also one
     answered earlier in the conversation (for tools whose answers do not change). A refused repeat is
-    retried with a grammar that allows only the answer.
+    retried with a grammar that allows only the answer. ``grounded`` (the default driver's for the
+    embedded model) leaves the model only choices among options built from the conversation: arguments
+    from the user's words, enum values or stored results, and answers stating stored results, "not
+    available" or a courtesy reply (``_react_grounded``); a structured answer (``output_type``) is not
+    grounded.
 
     Bounds, so that no decision runs on: ``max_calls_per_turn`` tool calls per user message (then only an
     answer is allowed; None: no limit), ``max_decision_tokens`` per model call when the request sets no
@@ -90,6 +95,7 @@ class ReActDriver(Driver):
         max_decision_tokens: int = 300,
         max_answer_chars: int = MAX_ANSWER_CHARS,
         decision_timeout: float | None = 120.0,
+        grounded: bool = False,
     ) -> None:
         if max_retries < 0:
             raise ConfigError("max_retries must be >= 0")
@@ -108,6 +114,7 @@ class ReActDriver(Driver):
         self.max_decision_tokens = max_decision_tokens
         self.max_answer_chars = max_answer_chars
         self.decision_timeout = decision_timeout
+        self.grounded = grounded
 
     async def stream_step(self, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
         tools, allow_final = _allowed(request)
@@ -127,7 +134,7 @@ class ReActDriver(Driver):
                 request.instructions, tools, allow_final, answer_schema=answer_schema
             ),
             settings=settings,
-            output_schema=self._schema(choices, allow_final, answer_schema),
+            output_schema=self._decision_schema(choices, allow_final, answer_schema, request.messages),
             output_schema_name="decision",
         )
         done = set(answered) if self.refuse_repeats else set()
@@ -177,7 +184,10 @@ class ReActDriver(Driver):
                 if isinstance(exc, RepeatedCall) and allow_final:
                     # The model asks again for what it has just read: only an answer is allowed now, by
                     # grammar (a small model told so in words repeats the call anyway).
-                    text_request = replace(text_request, output_schema=self._schema([], True, answer_schema))
+                    text_request = replace(
+                        text_request,
+                        output_schema=self._decision_schema([], True, answer_schema, request.messages),
+                    )
                 text_request = _with_messages(
                     text_request,
                     Message(role="assistant", parts=(TextPart(text=outcome.text),)),
@@ -192,6 +202,19 @@ class ReActDriver(Driver):
                 reason="stop" if isinstance(decision, FinalAnswer) else "tool-calls", usage=state.usage
             )
             return
+
+    def _decision_schema(
+        self,
+        tools: Sequence[ToolDefinition],
+        allow_final: bool,
+        answer_schema: dict[str, Any] | None,
+        history: Sequence[Message],
+    ) -> dict[str, Any]:
+        if self.grounded and answer_schema is None:
+            grounded = grounded_decision_schema(tools, history, allow_final=allow_final)
+            if grounded is not None:
+                return grounded
+        return self._schema(tools, allow_final, answer_schema)
 
     def _schema(
         self, tools: Sequence[ToolDefinition], allow_final: bool, answer_schema: dict[str, Any] | None
@@ -225,7 +248,12 @@ class ReActDriver(Driver):
         self, history: Sequence[Message], tools: Sequence[ToolDefinition] = ()
     ) -> list[Message]:
         """The examples (given, or generated from ``tools``), then the history, as text-only chat messages."""
-        examples = self.examples if self.examples is not None else generated_examples(tools)
+        if self.examples is not None:
+            examples = self.examples
+        elif self.grounded:
+            examples = grounded_examples(tools, generated_examples(tools))
+        else:
+            examples = generated_examples(tools)
         out: list[Message] = []
         for example in examples:
             out += render_history(example)
