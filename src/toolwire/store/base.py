@@ -14,11 +14,17 @@ During a run, exactly one object writes: the loop's :class:`~toolwire.agent._rec
    store group-commits), but not the calls that finish last, together (in one event-loop turn with the
    step's last one, e.g. every call of a step of fast tools): their rows are written by
 5. :meth:`Store.finish_step` with the step's tool-result message, usage and the session's last event seq,
-   in one transaction (in either case before anyone hears of the result); then :meth:`Store.unlock_session`. A paused step's message holds the results it
-   has; the run that answers the waiting calls stores theirs in another (``load_history`` merges them).
+   in one transaction (in either case before anyone hears of the result). A paused step's message holds
+   the results it has; the run that answers the waiting calls stores theirs in another (``load_history``
+   merges them);
+6. :meth:`Store.record_compaction` when a step's request was summarised to fit the model's window;
+7. at the end, :meth:`Store.finish_step` of step 0 (the last event seq only), then
+   :meth:`Store.unlock_session`.
+
+The same list, in the same order, is the recorder's methods and invariant 3 of ``docs/design.md``.
 
 Fencing: a run passes its lock owner as ``fence`` to every write of the hook (``append_message``,
-``begin_step``, ``complete_tool_call``, ``finish_step``): the write happens only while that run still holds the
+``begin_step``, ``complete_tool_call``, ``finish_step``, ``record_compaction``): the write happens only while that run still holds the
 session's lock, else it raises :class:`~toolwire.errors.LeaseLostError` and writes nothing (a completion written
 in a group commit is dropped silently instead; the run's next fenced write raises). Owners name one run, and a
 run never claims the lock again once it lost it (:meth:`Store.renew_lease`), so the owner is the run's token.
