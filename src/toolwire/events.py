@@ -346,14 +346,16 @@ class MediaEvent(Envelope):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionRenamed(Envelope):
-    """The conversation got a new title (``ctx.rename(...)`` from a running tool), stored before this
-    event; every subscriber of the session sees it (the AI SDK stream as a ``data-session-renamed`` part)."""
+    """The conversation got a new title, stored before this event: by ``ctx.rename(...)`` from a running
+    tool, or outside a run (``PATCH /api/sessions/{id}``, ``toolwire sessions rename``: numbered after
+    the session's last event, ``tool_call_id`` and ``interaction_id`` empty). Every subscriber of the
+    session sees it (the AI SDK stream as a ``data-session-renamed`` part)."""
 
     type: Literal["session-renamed"] = "session-renamed"
     title: str
     """The stored title (whitespace collapsed, at most 200 characters)."""
     tool_call_id: str | None = None
-    """The call that renamed it."""
+    """The call that renamed it (``None`` for a rename from outside a run)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
