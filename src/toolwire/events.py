@@ -316,7 +316,8 @@ class ToolProgress(Envelope):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SystemMessageEvent(Envelope):
-    """A message for the user from a running tool (``ctx.system_message(...)``); never stored."""
+    """A message for the user from a running tool (``ctx.system_message(...)``) or from the driver (a
+    re-prompted ReAct decision: ``code`` ``decision-retry``); never stored."""
 
     type: Literal["system-message"] = "system-message"
     level: Literal["info", "warning", "error"] = "info"
@@ -324,7 +325,12 @@ class SystemMessageEvent(Envelope):
     text: str
     """The message."""
     tool_call_id: str | None = None
-    """The call that emitted it."""
+    """The call that emitted it (``None`` for the driver's)."""
+    code: str | None = None
+    """What happened, for programs: ``decision-retry`` when the ReAct driver re-prompts the model after
+    a reply that was not a valid decision (``text`` says why); ``None`` for a tool's message."""
+    attempt: int | None = None
+    """With ``decision-retry``: the attempt that failed, from 1."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -346,14 +352,16 @@ class MediaEvent(Envelope):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionRenamed(Envelope):
-    """The conversation got a new title (``ctx.rename(...)`` from a running tool), stored before this
-    event; every subscriber of the session sees it (the AI SDK stream as a ``data-session-renamed`` part)."""
+    """The conversation got a new title, stored before this event: by ``ctx.rename(...)`` from a running
+    tool, or outside a run (``PATCH /api/sessions/{id}``, ``toolwire sessions rename``: numbered after
+    the session's last event, ``tool_call_id`` and ``interaction_id`` empty). Every subscriber of the
+    session sees it (the AI SDK stream as a ``data-session-renamed`` part)."""
 
     type: Literal["session-renamed"] = "session-renamed"
     title: str
     """The stored title (whitespace collapsed, at most 200 characters)."""
     tool_call_id: str | None = None
-    """The call that renamed it."""
+    """The call that renamed it (``None`` for a rename from outside a run)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,6 +27,7 @@ from toolwire.errors import (
     DecisionTimeout,
     DecisionValidationFailed,
 )
+from toolwire.events import SystemMessageEvent, event_from_dict, event_to_dict
 from toolwire.messages import (
     FilePart,
     Message,
@@ -37,11 +38,13 @@ from toolwire.messages import (
     Usage,
 )
 from toolwire.models.base import (
+    DecisionRetry,
     Finish,
     Model,
     ModelRequest,
     ModelSettings,
     ModelStreamPart,
+    ReasoningDelta,
     StreamStart,
     TextDelta,
     TextEnd,
@@ -52,6 +55,7 @@ from toolwire.models.base import (
     ToolInputStart,
 )
 from toolwire.models.scripted import ScriptedModel
+from toolwire.transcript import Transcript
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "react"
 
@@ -199,13 +203,18 @@ async def test_junk_then_retry_success_feeds_the_error_back() -> None:
     parts = await run_step(model)
     assert kinds(parts) == [
         "stream-start",
+        "decision-retry",
         "tool-input-start",
         "tool-input-delta",
         "tool-input-end",
         "finish",
     ]
-    finish = parts[-1]
+    finish, retried = parts[-1], parts[1]
     assert isinstance(finish, Finish) and finish.usage == USAGE + USAGE
+    assert isinstance(retried, DecisionRetry) and (retried.attempt, retried.error) == (
+        1,
+        "no JSON object found",
+    )
     retry = model.requests[1].messages
     assert [(m.role, m.text) for m in retry[-2:]] == [
         ("assistant", junk),
@@ -816,3 +825,62 @@ def test_a_structured_answer_is_bounded_too() -> None:
         "required": ["city"],
         "additionalProperties": False,
     }
+
+
+async def test_a_reprompted_decision_is_an_event_the_stream_and_the_transcript_show() -> None:
+    model = ScriptedModel(
+        text_turns(
+            "I will look that up.",
+            '{"action": "lookup", "args": {"transaction_id": "TXN_9"}}',
+            '{"action": "final_answer", "answer": "TXN_9 is settled."}',
+        )
+    )
+    model.supports_tools = False
+    agent: Agent[None] = Agent(model, tools=[lookup])
+    events = [event async for event in agent.stream("Status of TXN_9?")]
+    [retry] = [e for e in events if isinstance(e, SystemMessageEvent)]
+    assert (retry.code, retry.attempt, retry.level) == ("decision-retry", 1, "warning")
+    assert "no JSON object found" in retry.text and retry.seq > 0
+    assert event_from_dict(event_to_dict(retry)) == retry  # as the native stream carries it
+    transcript = Transcript()
+    transcript.apply_all(events)
+    [note] = [m for m in transcript.messages if m.role == "system"]
+    assert note.text == retry.text
+
+
+async def test_an_optional_thought_precedes_the_choice_and_is_shown_as_reasoning() -> None:
+    driver = ReActDriver(examples=(), thought=True)
+    thought = '{"thought": "The user named TXN_1.", "action": "get_transaction_status", "args": {"transaction_id": "TXN_1"}}'
+    model = ScriptedModel(text_turns(thought))
+    parts = await run_step(model, driver=driver)
+    assert kinds(parts)[1:5] == ["reasoning-start", "reasoning-delta", "reasoning-end", "tool-input-start"]
+    assert "".join(p.delta for p in parts if isinstance(p, ReasoningDelta)) == "The user named TXN_1."
+    schema = model.requests[0].request.output_schema or {}
+    for option in schema["anyOf"]:
+        assert next(iter(option["properties"])) == "thought" and "thought" not in option["required"]
+    # Without thought=True the schema is as before, and a decision without a thought has no reasoning.
+    plain = ScriptedModel(
+        text_turns('{"action": "get_transaction_status", "args": {"transaction_id": "TXN_1"}}')
+    )
+    assert "reasoning-start" not in kinds(await run_step(plain))
+    assert all(
+        "thought" not in o["properties"] for o in (plain.requests[0].request.output_schema or {})["anyOf"]
+    )
+
+
+async def test_the_decision_schema_is_a_hook() -> None:
+    class OnlyStatus(ReActDriver):
+        def decision_schema(
+            self,
+            tools: Sequence[ToolDefinition],
+            allow_final: bool,
+            answer_schema: dict[str, Any] | None,
+            history: Sequence[Message],
+        ) -> dict[str, Any]:
+            return super().decision_schema([t for t in tools if t.name == STATUS.name], False, None, history)
+
+    model = ScriptedModel(
+        text_turns('{"action": "get_transaction_status", "args": {"transaction_id": "TXN_1"}}')
+    )
+    await run_step(model, driver=OnlyStatus(examples=()))
+    assert option_actions(model.requests[0].request.output_schema or {}) == [STATUS.name]

@@ -4,6 +4,7 @@ user and while a turn runs; and a cancelled turn's end reaching every watcher.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.scaleout.streams import follow
 from toolwire import open_store
 
 from .conftest import idle as _finish
@@ -147,3 +149,56 @@ async def test_u0000_is_answered_alike_on_sqlite_and_postgresql(tmp_path: Path, 
         assert imported.status_code == 400, imported.text
         assert (await alice.get("/api/sessions/imp/messages")).status_code == 404  # nothing written
         assert "Traceback" not in server.log_text()
+
+
+async def test_a_rename_outside_a_run_is_one_numbered_event_every_watcher_sees(
+    tmp_path: Path, store_url: str
+) -> None:
+    """``PATCH`` publishes ONE ``session-renamed`` numbered after the session's last event; the next turn
+    numbers after it, and a rename while a turn runs is refused (409), so no number is used twice. On
+    PostgreSQL the watcher follows another replica than the one renamed on."""
+    async with contextlib.AsyncExitStack() as stack:
+        a = await stack.enter_async_context(serve(tmp_path, store_url=store_url, env={"TW_SLOW": "60"}))
+        b = a
+        if store_url.startswith("postgresql"):
+            b = await stack.enter_async_context(serve(tmp_path, store_url=store_url, env={"TW_SLOW": "60"}))
+        alice = await stack.enter_async_context(a.client(ALICE))
+        watcher = await stack.enter_async_context(b.client(ALICE))
+        assert (
+            await alice.post("/api/sessions/trip/messages", json={"text": "lookup T7"})
+        ).status_code == 202
+        loaded = await _finish(alice, "trip")
+        last = loaded["last_seq"]["trip"]
+
+        # From the cursor the history was read at: what is published after it is replayed, however late
+        # the watcher subscribes.
+        following = asyncio.create_task(follow(watcher, "", "trip", after=loaded["cursor"]))
+        renamed = await alice.patch("/api/sessions/trip", json={"title": "Lisbon in May"})
+        assert renamed.status_code == 200, renamed.text
+        assert (
+            await alice.post("/api/sessions/trip/messages", json={"text": "lookup T8"})
+        ).status_code == 202
+        frames = await asyncio.wait_for(following, 60)
+        events = [event for _, event in frames]
+        assert events[0]["type"] == "session-renamed", events[:3]
+        assert events[0]["title"] == "Lisbon in May" and events[0]["tool_call_id"] is None
+        assert [e["seq"] for e in events if e["session_id"] == "trip"] == list(
+            range(last + 1, last + 1 + len(events))
+        )
+        assert (await _finish(alice, "trip"))["last_seq"]["trip"] == events[-1]["seq"]
+
+        assert (await alice.post("/api/sessions/trip/messages", json={"text": "slow"})).status_code == 202
+        await _running(alice, "trip")
+        busy = await alice.patch("/api/sessions/trip", json={"title": "mid-run"})
+        assert busy.status_code == 409, busy.text
+        assert (await alice.post("/api/sessions/trip/cancel")).json()["cancelled"]
+        await _finish(alice, "trip")
+        assert (await _titles(alice))["trip"] == "Lisbon in May"
+
+
+async def _running(client: httpx.AsyncClient, session_id: str) -> None:
+    for _ in range(500):
+        if (await client.get(f"/api/sessions/{session_id}/messages")).json().get("running"):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the turn did not start")

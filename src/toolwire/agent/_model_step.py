@@ -34,6 +34,7 @@ from toolwire.events import (
     ReasoningDeltaEvent,
     ReasoningEndEvent,
     ReasoningStartEvent,
+    SystemMessageEvent,
     TextDeltaEvent,
     TextEndEvent,
     TextStartEvent,
@@ -47,6 +48,7 @@ from toolwire.models._builder import MessageBuilder, closing
 from toolwire.models._limits import limiter_for
 from toolwire.models._tokens import failed_attempt_usage, record_usage
 from toolwire.models.base import (
+    DecisionRetry,
     File,
     Finish,
     Model,
@@ -382,6 +384,13 @@ class ModelStep:
                 )
             case File():
                 return ev(MediaEvent, content_type=part.media_type, data=part.data, message_id=message_id)
+            case DecisionRetry():  # the driver asks again: every client sees why
+                text = (
+                    f"The model's decision was not valid (attempt {part.attempt}): {part.error}. Asked again."
+                )
+                return ev(
+                    SystemMessageEvent, level="warning", text=text, code=part.type, attempt=part.attempt
+                )
             case StreamStart() | ResponseMetadata() | Finish() | StreamError():
                 return None
             case _:

@@ -14,6 +14,7 @@ from typing import Any, Generic, Literal, TypeAlias, TypeVar, assert_never
 from toolwire.errors import ProviderError, ProviderProtocolError
 from toolwire.messages import FilePart, Message, Part, ProviderMetadata, ReasoningPart, TextPart
 from toolwire.models.base import (
+    DecisionRetry,
     File,
     Finish,
     Model,
@@ -212,6 +213,8 @@ class MessageBuilder:
                 self.finish = part
             case StreamError():
                 self.error = part.error
+            case DecisionRetry():
+                pass  # a rejected attempt: announced, never part of the message
             case _:
                 assert_never(part)
 

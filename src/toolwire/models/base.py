@@ -219,6 +219,21 @@ class File:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DecisionRetry:
+    """A driver's, never an adapter's: the model's reply was not a valid decision and it is asked again
+    (the ReAct driver). Not stored; the loop announces it as a ``system-message`` event with code
+    ``decision-retry``, so every client sees the re-prompt."""
+
+    type: Literal["decision-retry"] = "decision-retry"
+    attempt: int
+    """The attempt that failed, from 1."""
+    error: str
+    """Why it was not valid (what the model is told)."""
+    raw_output: str = ""
+    """What the model replied."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Finish:
     type: Literal["finish"] = "finish"
     reason: FinishReason
@@ -249,6 +264,7 @@ _SerializablePart: TypeAlias = (
     | ToolInputEnd
     | ToolResult
     | File
+    | DecisionRetry
     | Finish
 )
 """Every stream part but :class:`StreamError`, which holds an exception pydantic cannot describe."""

@@ -36,6 +36,7 @@ from toolwire.server._sse import CONNECTED, PING, SSE_HEADERS, event_frame, with
 from toolwire.server._state import ToolwireServer
 from toolwire.server.errors import RequestError, error_body, not_found
 from toolwire.server.hub import StreamKey, Subscription
+from toolwire.store._rename import rename_session
 from toolwire.store.records import SessionInfo, ToolCallRecord
 from toolwire.tools.pending import Approval, DecisionKey, pending_of_rows
 from toolwire.transcript import merge_histories
@@ -175,7 +176,8 @@ class NativeEndpoints:
     # -- managing conversations --------------------------------------------------------------------
 
     async def update_session(self, request: Request) -> Response:
-        """Rename a conversation: ``{"title": "..."}`` (whitespace collapsed, at most 200 characters)."""
+        """Rename a conversation: ``{"title": "..."}`` (whitespace collapsed, at most 200 characters),
+        published as a numbered ``session-renamed`` event; 409 while a turn runs in it."""
         server = self.server
         user = server.user(request)
         session_id = check_session_id(request.path_params["session_id"])
@@ -186,10 +188,16 @@ class NativeEndpoints:
         stored = session_title(title)
         if stored is None:  # no store keeps U+0000 alike (PostgreSQL text cannot): refused everywhere
             raise RequestError("the title must not contain U+0000")
-        await server.authorize(session_id, user)
+        info = await server.authorize(session_id, user)
+        if server.runs.running(session_id):  # the run numbers the session's events: rename from a tool
+            raise SessionBusyError(f"session {session_id!r} is running; rename it when the turn ends")
         store = await server.store()
-        await store.set_title(session_id, stored)
-        info = await server.authorize(session_id, user)  # deleted meanwhile: 404 like any missing one
+        renamed = await rename_session(store, session_id, stored)  # 409 while a run of any replica holds it
+        if renamed is None:
+            raise not_found(session_id)  # deleted meanwhile: 404 like any missing one
+        # ONE numbered event, outside any run: every subscriber of the conversation sees the new title.
+        server.hub.publish(renamed, (await server.stream_key(info)).incarnation)
+        info = await server.authorize(session_id, user)
         return JSONResponse(_session_json(info))
 
     async def delete_session(self, request: Request) -> Response:

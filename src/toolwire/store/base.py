@@ -281,6 +281,11 @@ class Store(ABC):
     async def set_title(self, session_id: str, title: str, *, only_if_empty: bool = False) -> bool:
         """Set the session's title; with ``only_if_empty`` only when it has none. Whether it was set."""
 
+    async def raise_last_seq(self, session_id: str, seq: int) -> None:
+        """Record that the session's events up to ``seq`` were published (the next run numbers after
+        them): a rename outside a run numbers its one event this way (:mod:`toolwire.store._rename`)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot number events outside a run")
+
     @abstractmethod
     async def delete_session(self, session_id: str) -> bool:
         """Delete a conversation: the session, every session of its tree (``user_session_id``), their

@@ -214,6 +214,11 @@ class MemoryStore(Store):
         self._sessions[session_id] = replace(info, title=title)
         return True
 
+    async def raise_last_seq(self, session_id: str, seq: int) -> None:
+        info = self._sessions.get(session_id)
+        if info is not None and info.last_seq < seq:
+            self._sessions[session_id] = replace(info, last_seq=seq)
+
     async def delete_session(self, session_id: str) -> bool:
         tree = [s.id for s in self._sessions.values() if session_id in (s.id, s.user_session_id)]
         if not tree:

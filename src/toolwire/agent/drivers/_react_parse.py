@@ -12,13 +12,16 @@ import json
 import re
 import uuid
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, assert_never
 
 from toolwire.errors import ConfigError, DecisionExtractionFailed, DecisionValidationFailed
 from toolwire.messages import Message, ToolCallPart
 from toolwire.models.base import (
     ModelStreamPart,
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
     TextDelta,
     TextEnd,
     TextStart,
@@ -37,6 +40,8 @@ MAX_ARG_ITEMS = 16
 """Length bound of an array argument whose schema sets none (in the decision grammar only)."""
 MAX_ANSWER_CHARS = 1200
 """Length bound of a text final answer."""
+MAX_THOUGHT_CHARS = 300
+"""Length bound of a decision's optional ``thought`` (``ReActDriver(thought=True)``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,6 +50,8 @@ class ToolDecision:
 
     tool_name: str
     args: dict[str, Any]
+    thought: str = ""
+    """What the model wrote in the decision's optional ``thought`` field."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,6 +59,7 @@ class FinalAnswer:
     """Answer the user (a structured answer arrives here as its JSON text)."""
 
     text: str
+    thought: str = ""
 
 
 Decision = ToolDecision | FinalAnswer
@@ -67,6 +75,7 @@ def decision_schema(
     allow_final: bool,
     answer_schema: dict[str, Any] | None = None,
     max_answer_chars: int = MAX_ANSWER_CHARS,
+    thought_chars: int | None = None,
 ) -> dict[str, Any]:
     """JSON schema of one decision: an object per tool with a ``const`` action, or a final answer.
 
@@ -107,6 +116,9 @@ def decision_schema(
                 "additionalProperties": False,
             }
         )
+    if thought_chars is not None:  # optional, first: the model may think before it chooses
+        thought = {"type": "string", "maxLength": thought_chars}
+        options = [{**o, "properties": {"thought": thought, **o["properties"]}} for o in options]
     schema: dict[str, Any] = options[0] if len(options) == 1 else {"anyOf": options}
     if defs:
         schema = {**schema, "$defs": defs}
@@ -189,6 +201,9 @@ def parse_decision(
             raw_output=text,
             attempts=1,
         )
+    thought = value.get("thought")
+    if isinstance(thought, str) and thought.strip():
+        decision = replace(decision, thought=thought.strip())
     return decision
 
 
@@ -314,7 +329,23 @@ def _check_args(args: dict[str, Any], schema: dict[str, Any]) -> str:
 
 
 def decision_parts(decision: Decision) -> list[ModelStreamPart]:
-    """A decision as the stream parts a function-calling model would have produced."""
+    """A decision as the stream parts a function-calling model would have produced (its thought, if
+    any, as reasoning first)."""
+    return [*thought_parts(decision.thought), *_choice_parts(decision)]
+
+
+def thought_parts(thought: str) -> list[ModelStreamPart]:
+    """A decision's ``thought`` as reasoning parts (none when it has none)."""
+    if not thought:
+        return []
+    return [
+        ReasoningStart(id="thought-0"),
+        ReasoningDelta(id="thought-0", delta=thought),
+        ReasoningEnd(id="thought-0"),
+    ]
+
+
+def _choice_parts(decision: Decision) -> list[ModelStreamPart]:
     match decision:
         case ToolDecision():
             call_id = f"call_{uuid.uuid4().hex[:24]}"

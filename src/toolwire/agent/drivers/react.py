@@ -25,6 +25,7 @@ from toolwire.agent.drivers._react_examples import generated_examples
 from toolwire.agent.drivers._react_grounded import grounded_decision_schema, grounded_examples
 from toolwire.agent.drivers._react_parse import (
     MAX_ANSWER_CHARS,
+    MAX_THOUGHT_CHARS,
     AnswerStreamer,
     FinalAnswer,
     RepeatedCall,
@@ -43,6 +44,7 @@ from toolwire.errors import ConfigError, DecisionTimeout, DriverError
 from toolwire.messages import Message, TextPart, Usage
 from toolwire.models._builder import closing
 from toolwire.models.base import (
+    DecisionRetry,
     Finish,
     FinishReason,
     Model,
@@ -74,7 +76,10 @@ class ReActDriver(Driver):
     embedded model) leaves the model only choices among options built from the conversation: arguments
     from the user's words, enum values or stored results, and answers stating stored results, "not
     available" or a courtesy reply (``_react_grounded``); a structured answer (``output_type``) is not
-    grounded.
+    grounded. ``thought`` adds an optional ``thought`` string before the choice in each decision (bounded
+    by ``MAX_THOUGHT_CHARS``); a thought the model writes reaches clients and the store as reasoning.
+    :meth:`decision_schema` is the hook that customises the decision. A reply that is not a valid decision
+    is announced (a ``system-message`` event, code ``decision-retry``) and asked again.
 
     Bounds, so that no decision runs on: ``max_calls_per_turn`` tool calls per user message (then only an
     answer is allowed; None: no limit), ``max_decision_tokens`` per model call when the request sets no
@@ -96,6 +101,7 @@ class ReActDriver(Driver):
         max_answer_chars: int = MAX_ANSWER_CHARS,
         decision_timeout: float | None = 120.0,
         grounded: bool = False,
+        thought: bool = False,
     ) -> None:
         if max_retries < 0:
             raise ConfigError("max_retries must be >= 0")
@@ -115,6 +121,7 @@ class ReActDriver(Driver):
         self.max_answer_chars = max_answer_chars
         self.decision_timeout = decision_timeout
         self.grounded = grounded
+        self.thought = thought
 
     async def stream_step(self, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
         tools, allow_final = _allowed(request)
@@ -134,7 +141,7 @@ class ReActDriver(Driver):
                 request.instructions, tools, allow_final, answer_schema=answer_schema
             ),
             settings=settings,
-            output_schema=self._decision_schema(choices, allow_final, answer_schema, request.messages),
+            output_schema=self.decision_schema(choices, allow_final, answer_schema, request.messages),
             output_schema_name="decision",
         )
         done = set(answered) if self.refuse_repeats else set()
@@ -186,8 +193,11 @@ class ReActDriver(Driver):
                     # grammar (a small model told so in words repeats the call anyway).
                     text_request = replace(
                         text_request,
-                        output_schema=self._decision_schema([], True, answer_schema, request.messages),
+                        output_schema=self.decision_schema([], True, answer_schema, request.messages),
                     )
+                # Announced (a system-message event with code decision-retry), never stored: every client
+                # sees why the step takes longer.
+                yield DecisionRetry(attempt=attempt, error=exc.message, raw_output=outcome.text)
                 text_request = _with_messages(
                     text_request,
                     Message(role="assistant", parts=(TextPart(text=outcome.text),)),
@@ -203,13 +213,18 @@ class ReActDriver(Driver):
             )
             return
 
-    def _decision_schema(
+    def decision_schema(
         self,
         tools: Sequence[ToolDefinition],
         allow_final: bool,
         answer_schema: dict[str, Any] | None,
         history: Sequence[Message],
     ) -> dict[str, Any]:
+        """The JSON schema of this step's decision (sent as ``output_schema``: the local model's grammar).
+        Override to customise it: narrow an argument, add fields. Each option must keep ``action`` (a
+        tool name or ``final_answer``) with ``args`` or ``answer``; other keys are ignored by the parser,
+        except an optional ``thought`` string. ``tools`` are the tools allowed now (none when only the
+        answer is), ``history`` the conversation."""
         if self.grounded and answer_schema is None:
             grounded = grounded_decision_schema(tools, history, allow_final=allow_final)
             if grounded is not None:
@@ -224,6 +239,7 @@ class ReActDriver(Driver):
             allow_final=allow_final,
             answer_schema=answer_schema,
             max_answer_chars=self.max_answer_chars,
+            thought_chars=MAX_THOUGHT_CHARS if self.thought else None,
         )
 
     def system_prompt(
