@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolwire.agent._budget import PrepareStep, UsageLimits
 from toolwire.agent.drivers import Driver
 from toolwire.agent.output import OutputSpec
 from toolwire.models.base import Model, ModelSettings, ToolChoice
@@ -75,6 +76,10 @@ class RunConfig:
     """Whether the agent was given a store; a sub-agent without one records beside its caller."""
     compaction: Compaction | None = None
     """How requests are kept within the model's context window (``None``: never compacted)."""
+    usage_limits: Sequence[UsageLimits] = ()
+    """What a run, or its session, may use (each checked before what would pass it)."""
+    prepare_step: PrepareStep | None = None
+    """Called before each step; may change what the step sends (``StepOverrides``)."""
 
     def tool_choice_for_step(self, step: int) -> ToolChoice:
         """``required`` or a named tool applies to the first step only; later steps are ``auto`` so the
@@ -120,6 +125,8 @@ class RunRequest:
     exclude_tools: Sequence[str] = ()
     takeover: Takeover | None = None
     """Continue a dead replica's run (the server's; no prompt)."""
+    usage_limits: Sequence[UsageLimits] = ()
+    """Limits of this run, besides the agent's."""
     top_level: bool = False
     """Refuse a session that is a sub-agent's (:class:`~toolwire.errors.SubSessionError`, nothing
     written), in the store transaction that creates the session or checks its owner (the server's turns)."""
