@@ -90,6 +90,8 @@ class ModelStep:
         """Keeps requests within the model's window (``None``: compaction off)."""
         self._failed: list[tuple[str | None, str | None, Usage]] = failed if failed is not None else []
         """What the failed-over attempts of the run probably cost (provider, model, usage), apart."""
+        self._titles = {t.name: t.title for t in config.registry if t.title is not None}
+        """The tools' own titles, for calls whose provider gave none (no lookup per part without any)."""
         # The default compiler sends the history as it is: skip building its state on every step.
         self._compiles = type(config.driver).compile_messages is not Driver.compile_messages
         self._drivers: dict[int, Driver] = {}
@@ -115,9 +117,10 @@ class ModelStep:
     ) -> tuple[ModelRequest, list[AgentEvent]]:
         """What step ``step`` sends, compacted to fit the model's window, and the events of a compaction."""
         request = self.request(tools, history, step)
-        if self._compactor is None:
-            return request, []
-        return await self._compactor.fit(self._config.model, request, self._recorder)
+        compactor = self._compactor
+        if compactor is None or (compactor.latest is None and self._config.model.context_window is None):
+            return request, []  # nothing stored to apply, no window to fit (the per-step fast path)
+        return await compactor.fit(self._config.model, request, self._recorder)
 
     def request(self, tools: list[ToolDefinition], history: Sequence[Message], step: int) -> ModelRequest:
         """What step ``step`` sends: the messages the driver compiles from the history (by default the history
@@ -308,7 +311,7 @@ class ModelStep:
 
     def _take(self, part: ModelStreamPart, builder: MessageBuilder, message_id: str) -> AgentEvent | None:
         """A (cleaned) part joins the step's message; its event, or ``None`` for bookkeeping parts."""
-        if isinstance(part, ToolInputStart | ToolInputEnd) and part.title is None:
+        if self._titles and isinstance(part, ToolInputStart | ToolInputEnd) and part.title is None:
             part = self._titled(part)
         builder.add(part)
         if isinstance(part, StreamError):
@@ -318,10 +321,10 @@ class ModelStep:
     def _titled(self, part: ToolInputStart | ToolInputEnd) -> ToolInputStart | ToolInputEnd:
         """The call with its tool's ``title`` (``@tool(title=...)``, an MCP tool's) when the provider gave
         none: set here, before the builder, so the events, the client's part and the stored call agree."""
-        tool = self._config.registry.get(part.tool_name)
-        if tool is None or tool.title is None or part.provider_executed:
+        title = self._titles.get(part.tool_name)
+        if title is None or part.provider_executed:
             return part
-        return replace(part, title=tool.title)
+        return replace(part, title=title)
 
     def translate(self, part: ModelStreamPart, message_id: str) -> AgentEvent | None:
         """The event a stream part becomes, numbered now; ``None`` for bookkeeping parts."""

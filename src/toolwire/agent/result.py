@@ -47,6 +47,7 @@ class ToolExecution:
         return self.finished_at - self.started_at
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepDetail:
     """One model step of a run, to inspect: what was sent and what came back. Held by reference (the
