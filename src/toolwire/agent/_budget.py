@@ -13,63 +13,17 @@ against their own agent's limits.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import replace
 from decimal import Decimal
-from typing import Any, Literal, TypeAlias
+from typing import Any
 
+from toolwire.agent.config import PrepareStep, StepInfo, UsageLimits
 from toolwire.errors import UsageLimitExceeded
-from toolwire.messages import Message, Usage
+from toolwire.messages import Usage
 from toolwire.models._tokens import estimate_request_tokens
-from toolwire.models.base import Model, ModelRequest, ToolChoice, ToolDefinition
+from toolwire.models.base import Model, ModelRequest
 from toolwire.pricing import total_cost
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UsageLimits:
-    """The most a run (``per="run"``) or a whole session (``per="session"``) may use; ``None``: no limit."""
-
-    requests: int | None = None
-    """Model requests."""
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    tool_calls: int | None = None
-    """Tool calls run (those a person answered or the client ran included)."""
-    cost: Decimal | float | None = None
-    """US dollars at list prices (``toolwire.pricing``); a model without a known price counts nothing."""
-    per: Literal["run", "session"] = "run"
-
-
-@dataclass(frozen=True, slots=True)
-class StepInfo:
-    """What ``prepare_step`` is told about the step it may change."""
-
-    step: int
-    session_id: str
-    messages: Sequence[Message]
-    """The history the step would send (after compaction)."""
-    tools: Sequence[ToolDefinition]
-    model: Model
-    usage: Usage
-    """What the run used so far."""
-    deps: Any
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StepOverrides:
-    """What ``prepare_step`` changes for one step (``None`` fields: unchanged). The request actually sent is
-    the one recorded in ``RunResult.step_details``; the model that answered is stored with the step."""
-
-    model: Model | None = None
-    tools: Sequence[str] | None = None
-    """The names of the tools offered in this step (a subset of the run's)."""
-    tool_choice: ToolChoice | None = None
-    instructions: str | None = None
-    messages: Sequence[Message] | None = None
-
-
-PrepareStep: TypeAlias = Callable[[StepInfo], "StepOverrides | Awaitable[StepOverrides | None] | None"]
-"""``Agent(..., prepare_step=fn)``: called before each step, sync or async."""
 
 
 async def overridden(
@@ -83,8 +37,6 @@ async def overridden(
         answer = await answer
     if answer is None:
         return request, None
-    from dataclasses import replace
-
     changes: dict[str, Any] = {}
     if answer.tools is not None:
         wanted = set(answer.tools)
@@ -96,6 +48,53 @@ async def overridden(
     if answer.messages is not None:
         changes["messages"] = tuple(answer.messages)
     return (replace(request, **changes) if changes else request), answer.model
+
+
+class Budget:
+    """One run's limits and step hook: checked before each model request and each step's tool calls."""
+
+    def __init__(
+        self,
+        limits: Sequence[UsageLimits],
+        prepare: PrepareStep | None,
+        ledger: Any,
+        *,
+        stored: Usage,
+        stored_calls: int,
+        session_id: str,
+        deps: Any,
+    ) -> None:
+        self._limits = tuple(limits)
+        self._prepare = prepare
+        self._ledger = ledger
+        """The run's RunLedger: its usage so far."""
+        self._stored, self._stored_calls = stored, stored_calls
+        """The session's usage and tool calls before this run (``per="session"`` limits count them)."""
+        self._session_id, self._deps = session_id, deps
+
+    @property
+    def idle(self) -> bool:
+        """Nothing to check and no hook: the per-step fast path."""
+        return not self._limits and self._prepare is None
+
+    async def before_request(
+        self, step: int, request: ModelRequest, model: Model
+    ) -> tuple[ModelRequest, Model]:
+        """The step's request as ``prepare_step`` changes it and the model to ask; raises
+        :class:`UsageLimitExceeded` when sending it would pass a limit."""
+        ledger = self._ledger
+        used = sum(ledger.step_usage, Usage())
+        info = StepInfo(step, self._session_id, request.messages, request.tools, model, used, self._deps)
+        request, chosen = await overridden(self._prepare, info, request)
+        model = chosen or model
+        steps = [(p, m, u) for (p, m), u in zip(ledger.step_models, ledger.step_usage, strict=True)]
+        check_request(self._limits, model, request, used, self._stored, steps)
+        return request, model
+
+    def before_calls(self, calls: int) -> None:
+        """Raise :class:`UsageLimitExceeded` when running ``calls`` more tool calls would pass a limit."""
+        if self._limits:
+            check_tool_calls(self._limits, calls, len(self._ledger.executions), self._stored_calls)
 
 
 def check_request(

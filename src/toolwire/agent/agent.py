@@ -16,10 +16,9 @@ from contextvars import ContextVar, Token
 from dataclasses import fields
 from typing import Any, Generic, TypedDict, Unpack, overload
 
-from toolwire.agent._budget import PrepareStep, UsageLimits
 from toolwire.agent._resume import plan_answers
 from toolwire.agent._sub_agent import sub_agent_tool
-from toolwire.agent.config import Compaction, RunConfig, RunRequest
+from toolwire.agent.config import Compaction, PrepareStep, RunConfig, RunRequest, UsageLimits
 from toolwire.agent.drivers import Driver
 from toolwire.agent.drivers._default import default_driver
 from toolwire.agent.loop import AgentRun
