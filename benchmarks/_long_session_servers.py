@@ -89,7 +89,15 @@ class LongSessionServer:
         return f"http://127.0.0.1:{self.port}"
 
 
-def _answer_kind(last_is_tool_result: bool, turn_marker: str) -> tuple[str, dict[str, Any]]:
+SUMMARY = (
+    "The customer asked about the status of a series of tea orders (A-1 onwards); every lookup showed the "
+    "order shipped with La Poste, eighteen items of Darjeeling first flush each, arriving within three days."
+)
+
+
+def _answer_kind(last_is_tool_result: bool, turn_marker: str, tools: bool = True) -> tuple[str, dict[str, Any]]:
+    if not tools:  # a request without tools (toolwire's compaction asking for a summary): a summary
+        return "text", {"text": SUMMARY}
     if last_is_tool_result:
         return "text", {"text": "Your order has shipped and will arrive within three working days."}
     return "call", {"order_id": turn_marker}
@@ -126,7 +134,7 @@ class OpenAIServer(LongSessionServer):
         del earlier[:-4]  # entries live minutes; the session's last few requests are what it can hit
         self.served.append(Served(input_tokens=total, cache_read=cached))
         last = body["messages"][-1]
-        kind, content = _answer_kind(last.get("role") == "tool", f"A-{len(body['messages'])}")
+        kind, content = _answer_kind(last.get("role") == "tool", f"A-{len(body['messages'])}", bool(body.get("tools")))
         message: dict[str, Any] = {"role": "assistant", "content": None}
         if kind == "text":
             message["content"] = content["text"]
@@ -210,7 +218,7 @@ class AnthropicServer(LongSessionServer):
         self.served.append(Served(input_tokens=total, cache_read=cache_read, cache_write=cache_write))
         last = body["messages"][-1]["content"]
         last_is_result = isinstance(last, list) and any(b.get("type") == "tool_result" for b in last)
-        kind, content = _answer_kind(last_is_result, f"A-{len(body['messages'])}")
+        kind, content = _answer_kind(last_is_result, f"A-{len(body['messages'])}", bool(body.get("tools")))
         if kind == "text":
             answer = [{"type": "text", "text": content["text"]}]
         else:

@@ -2,13 +2,14 @@
 caching rules (``_long_session_servers.py``): what each turn sends, how much of it the cache serves, what
 100 turns cost at list prices, and whether the session survives its own length.
 
-    python benchmarks/long_session.py [--turns 300] [--families openai,anthropic] [--modes caching,off]
+    python benchmarks/long_session.py [--turns 300] [--families openai,anthropic] [--modes on,off]
 
 Each turn is one user question, a ``lookup_order`` call whose result is ~2 KB of JSON, and an answer: two
-requests. ``caching`` is toolwire's default (breakpoints, ``prompt_cache_key``); ``off`` sets
-``ModelSettings(cache_breakpoints=False, prompt_cache_key=False)`` (OpenAI still caches by itself: its
-caching is automatic). Compaction is not built yet (issue 26 item 2): without it the session fails once its
-history outgrows the window, and every later turn fails the same way; the row says at which turn.
+requests (and, when the history is compacted, the summary's). ``on`` is toolwire's default: prompt caching
+(breakpoints, ``prompt_cache_key``) and compaction; ``off`` turns both off
+(``ModelSettings(cache_breakpoints=False, prompt_cache_key=False)``, ``compaction=False``; OpenAI still
+caches by itself: its caching is automatic). Without compaction the session fails once its history outgrows
+the window, and every later turn fails the same way; the row says at which turn.
 Prices come from ``toolwire.pricing`` (genai-prices), for gpt-4o and claude-sonnet-4-5.
 """
 
@@ -101,16 +102,17 @@ class Row:
     first_failure: int | None
     per_turn: list[tuple[int, int, int, Decimal | None]]
     """Per completed turn: input tokens, cache-read tokens, cache-write tokens, cost."""
+    compactions: int = 0
+    largest_request: int = 0
+    """The most input tokens one request carried."""
 
 
 async def run_session(family: Family, mode: str, turns: int) -> Row:
-    settings = (
-        ModelSettings()
-        if mode == "caching"
-        else ModelSettings(cache_breakpoints=False, prompt_cache_key=False)
-    )
+    on = mode == "on"
+    settings = ModelSettings() if on else ModelSettings(cache_breakpoints=False, prompt_cache_key=False)
     per_turn: list[tuple[int, int, int, Decimal | None]] = []
     first_failure: int | None = None
+    largest = 0
     async with family.server(window=family.window) as server:
         agent = Agent(
             family.model(server.base_url),
@@ -119,6 +121,7 @@ async def run_session(family: Family, mode: str, turns: int) -> Row:
             store="memory://",
             model_settings=settings,
             retries=0,
+            compaction=on,
         )
         for turn in range(1, turns + 1):
             before = len(server.served)
@@ -136,8 +139,10 @@ async def run_session(family: Family, mode: str, turns: int) -> Row:
             )
             cost = estimate_cost(family.provider, family.model_name, usage)
             per_turn.append((usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens, cost))
+            largest = max(largest, max((s.input_tokens for s in served), default=0))
+        compactions = len(await (await agent.get_store()).compactions("long"))
         await agent.aclose()
-    return Row(family.name, mode, turns, len(per_turn), first_failure, per_turn)
+    return Row(family.name, mode, turns, len(per_turn), first_failure, per_turn, compactions, largest)
 
 
 def describe(row: Row) -> str:
@@ -153,7 +158,8 @@ def describe(row: Row) -> str:
     failed = f"turn {row.first_failure} (and every later turn)" if row.first_failure else "none"
     return (
         f"| {row.family} | {row.mode} | {row.completed}/{row.turns} | {failed} | "
-        f"{statistics.median(inputs):,.0f} / {max(inputs):,} | {share:.0%} | 0 | {per_100} | {ratio} |"
+        f"{statistics.median(inputs):,.0f} / {max(inputs):,} | {row.largest_request:,} | {share:.0%} | "
+        f"{row.compactions} | {per_100} | {ratio} |"
     )
 
 
@@ -161,13 +167,13 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--families", default="openai,anthropic")
-    parser.add_argument("--modes", default="caching,off")
+    parser.add_argument("--modes", default="on,off")
     args = parser.parse_args()
     print(
-        "| family | caching | turns ok | first failure | input tokens per turn (p50 / max) | cache reads "
-        "from turn 20 | compactions | $ per 100 turns | last turn / turn 50 cost |"
+        "| family | caching + compaction | turns ok | first failure | input tokens per turn (p50 / max) | "
+        "largest request | cache reads from turn 20 | compactions | $ per 100 turns | turn 300 / turn 50 cost |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for family in args.families.split(","):
         for mode in args.modes.split(","):
             row = await run_session(FAMILIES[family], mode, args.turns)

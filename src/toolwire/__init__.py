@@ -13,7 +13,7 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from toolwire.agent.agent import Agent
-    from toolwire.agent.config import Compaction
+    from toolwire.agent.config import Compaction, StepInfo, StepOverrides, UsageLimits
     from toolwire.agent.drivers import Driver, NativeToolDriver
     from toolwire.agent.drivers.react import ReActDriver
     from toolwire.agent.loop import AgentRun
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         ToolTimeoutError,
         ToolwireError,
         UnsupportedContentError,
+        UsageLimitExceeded,
     )
     from toolwire.events import (
         AgentEvent,
@@ -85,7 +86,7 @@ if TYPE_CHECKING:
 
 _MODULES: dict[str, tuple[str, ...]] = {
     "toolwire.agent.agent": ("Agent",),
-    "toolwire.agent.config": ("Compaction",),
+    "toolwire.agent.config": ("Compaction", "StepInfo", "StepOverrides", "UsageLimits"),
     "toolwire.agent.drivers": ("Driver", "NativeToolDriver"),
     "toolwire.agent.drivers.react": ("ReActDriver",),
     "toolwire.agent.loop": ("AgentRun",),
@@ -117,6 +118,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "ToolTimeoutError",
         "ToolwireError",
         "UnsupportedContentError",
+        "UsageLimitExceeded",
     ),
     "toolwire.events": (
         "AgentEvent",
@@ -227,6 +229,8 @@ __all__ = [
     "SessionAccessError",
     "SessionBusyError",
     "StepAborted",
+    "StepInfo",
+    "StepOverrides",
     "Store",
     "StoreError",
     "TextDeltaEvent",
@@ -254,6 +258,8 @@ __all__ = [
     "Transcript",
     "UnsupportedContentError",
     "Usage",
+    "UsageLimitExceeded",
+    "UsageLimits",
     "infer_model",
     "open_store",
     "tool",

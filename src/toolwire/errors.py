@@ -29,6 +29,7 @@
     ├── ResumeError (tool_call_ids)
     ├── TurnLostError (retryable; a taken-over turn whose prompt was never stored)
     ├── MaxStepsExceeded
+    ├── UsageLimitExceeded (limit, allowed, would_be, per)
     ├── NoObjectGenerated (raw_output, errors, usage, finish_reason)
     ├── StoreError
     │   ├── SessionBusyError
@@ -257,6 +258,21 @@ class TurnLostError(ToolwireError):
 
 class MaxStepsExceeded(ToolwireError):
     """The run reached ``max_steps`` while the model still asked for tools."""
+
+
+class UsageLimitExceeded(ToolwireError):
+    """A usage limit (``toolwire.UsageLimits``) would be passed: the run ended before the model request (or
+    the tool calls) that would pass it; what it did until then is stored."""
+
+    def __init__(self, message: str, *, limit: str, allowed: Any, would_be: Any, per: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+        """Which limit: ``requests``, ``input_tokens``, ``output_tokens``, ``tool_calls`` or ``cost``."""
+        self.allowed = allowed
+        self.would_be = would_be
+        """The usage had the run gone on."""
+        self.per = per
+        """``run`` or ``session``."""
 
 
 class NoObjectGenerated(ToolwireError):

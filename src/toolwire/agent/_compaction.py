@@ -51,6 +51,8 @@ SUMMARY_HEADING = (
     "Summary of the earlier conversation (older messages were summarised to fit the context window):"
 )
 STAND_IN = "[{chars} characters of this tool result were left out to fit the context window]"
+TRIM_BLOCK = 8
+"""Turns whose results are trimmed together (the boundary moves by this many turns at a time)."""
 _MIN_TRIMMED_CHARS = 400
 """A result shorter than this is not worth its stand-in."""
 
@@ -226,33 +228,45 @@ def _turn_cut(messages: Sequence[Message], keep_recent_turns: int) -> int:
 def _trim_results(
     request: ModelRequest, tokens: int, budget: int, per_token: float, keep_recent_turns: int
 ) -> tuple[ModelRequest, int]:
-    """Replace the large tool results of earlier turns by a stand-in, oldest first, until the request fits
-    ``budget`` (estimated from the characters each stand-in saves). Returns the request and its estimate."""
+    """Replace the large tool results of earlier turns by a stand-in until the request fits ``budget``
+    (estimated from the characters each stand-in saves). Returns the request and its estimate.
+
+    Whole turns go, oldest first, in blocks of :data:`TRIM_BLOCK` turns: the boundary stays where it is
+    while the request fits, step after step and turn after turn (it is recomputed from the history, not
+    stored), so the provider's prompt cache keeps serving the prefix; it moves only when the request
+    passes the budget again. Within a single turn (no earlier one to trim), its older steps' results go."""
     messages = list(request.messages)
-    # Earlier turns' results; with no earlier turn, every result of this one but its latest step's.
-    last_results = max((i for i, m in enumerate(messages) if m.role == "tool"), default=0)
-    protected = _turn_cut(messages, keep_recent_turns) or last_results
-    changed = False
-    for index in range(protected):
-        if tokens <= budget:
-            break
-        message = messages[index]
-        if message.role != "tool":
-            continue
-        parts: list[Any] = []
-        for part in message.parts:
-            size = len(part.output_text()) if isinstance(part, ToolResultPart) else 0
-            if tokens <= budget or size < _MIN_TRIMMED_CHARS or not isinstance(part, ToolResultPart):
-                parts.append(part)
+    starts = _turn_starts(messages)
+    keep = max(keep_recent_turns, 1)
+    if len(starts) <= keep:  # one turn: every result of it but its latest step's
+        last_results = max((i for i, m in enumerate(messages) if m.role == "tool"), default=0)
+        cuts = [last_results]
+    else:
+        kept = starts[-keep]
+        cuts = [starts[k] for k in range(TRIM_BLOCK, len(starts) - keep, TRIM_BLOCK)] + [kept]
+    saved, trimmed_upto, changed = 0, 0, False
+    for cut in cuts:
+        for index in range(trimmed_upto, cut):
+            message = messages[index]
+            if message.role != "tool":
                 continue
-            stand_in = STAND_IN.format(chars=size)
-            parts.append(replace(part, output=stand_in))  # its id, name, error flag and metadata kept
-            tokens -= int((size - len(stand_in)) / per_token)
-            changed = True
-        messages[index] = replace(message, parts=tuple(parts))
+            parts: list[Any] = []
+            for part in message.parts:
+                size = len(part.output_text()) if isinstance(part, ToolResultPart) else 0
+                if size < _MIN_TRIMMED_CHARS or not isinstance(part, ToolResultPart):
+                    parts.append(part)
+                    continue
+                stand_in = STAND_IN.format(chars=size)
+                parts.append(replace(part, output=stand_in))  # its id, name, error flag and metadata kept
+                saved += int((size - len(stand_in)) / per_token)
+                changed = True
+            messages[index] = replace(message, parts=tuple(parts))
+        trimmed_upto = cut
+        if tokens - saved <= budget:
+            break
     if not changed:
         return request, tokens
-    return replace(request, messages=tuple(messages)), tokens
+    return replace(request, messages=tuple(messages)), tokens - saved
 
 
 def _transcript(messages: Sequence[Message], max_chars: int) -> str:

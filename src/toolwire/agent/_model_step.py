@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any, assert_never
 
 from toolwire._text import clean_stream_part
+from toolwire.agent._budget import Budget
 from toolwire.agent._compaction import Compactor
 from toolwire.agent._recorder import StepRecorder
 from toolwire.agent.config import RunConfig
@@ -84,12 +85,16 @@ class ModelStep:
         output: OutputPolicy | None,
         compactor: Compactor | None = None,
         failed: list[tuple[str | None, str | None, Usage]] | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self._config = config
         self._recorder = recorder
         self._output = output
         self._compactor = compactor
         """Keeps requests within the model's window (``None``: compaction off)."""
+        self._budget = budget
+        self._step_model: Model | None = None
+        """The model ``prepare_step`` chose for the step being asked (``None``: the run's)."""
         self._failed: list[tuple[str | None, str | None, Usage]] = failed if failed is not None else []
         """What the failed-over attempts of the run probably cost (provider, model, usage), apart."""
         self._titles = {t.name: t.title for t in config.registry if t.title is not None}
@@ -109,7 +114,9 @@ class ModelStep:
         With a :class:`FallbackModel` a failure it fails over on moves the step to the next candidate:
         what the failed attempt streamed is dropped (the ``failover`` event says so) and never stored.
         """
-        model = self._config.model
+        model = self._step_model or self._config.model
+        if self._step_model is not None:  # prepare_step chose the step's model
+            builder.provider, builder.model = model.provider, model.model_name
         if isinstance(model, FallbackModel):
             return self._failing_over(model, request, builder, message_id, step)
         return self._attempts(model, request, builder, message_id, step)  # no generator layer per event
@@ -118,11 +125,16 @@ class ModelStep:
         self, tools: list[ToolDefinition], history: Sequence[Message], step: int
     ) -> tuple[ModelRequest, list[AgentEvent]]:
         """What step ``step`` sends, compacted to fit the model's window, and the events of a compaction."""
-        request = self.request(tools, history, step)
-        compactor = self._compactor
-        if compactor is None or (compactor.latest is None and self._config.model.context_window is None):
-            return request, []  # nothing stored to apply, no window to fit (the per-step fast path)
-        return await compactor.fit(self._config.model, request, self._recorder)
+        request, events = self.request(tools, history, step), list[AgentEvent]()
+        compactor, model = self._compactor, self._config.model
+        # (Per-step fast path: nothing stored to apply and no window to fit.)
+        if compactor is not None and (compactor.latest is not None or model.context_window is not None):
+            request, events = await compactor.fit(model, request, self._recorder)
+        self._step_model = None
+        if self._budget is not None:  # prepare_step may change the request and the model; limits checked
+            request, chosen = await self._budget.before_request(step, request, model)
+            self._step_model = chosen if chosen is not model else None
+        return request, events
 
     def request(self, tools: list[ToolDefinition], history: Sequence[Message], step: int) -> ModelRequest:
         """What step ``step`` sends: the messages the driver compiles from the history (by default the history

@@ -96,6 +96,8 @@ class StepRecorder:
         """Set when the server hands this run over to another replica: stopping it writes nothing more
         (its calls stay pending for the next owner, the session stays leased until the server expires it)."""
         self._untitled = False
+        self.stored_usage = Usage()
+        """The session's usage before this run (read when it opened the session)."""
         self.incarnation: int | None = None
         """The stored session's incarnation, once :meth:`open` read it."""
         self._in_flight: tuple[asyncio.Future[None], list[Envelope]] | None = None
@@ -185,6 +187,7 @@ class StepRecorder:
             top_level=self._top_level,
         )
         self._untitled = info.title is None and info.parent_session_id is None
+        self.stored_usage = info.usage
         self.incarnation = info.incarnation
         self.seq = self._persisted_seq = info.last_seq
         self.epoch = opened.epoch

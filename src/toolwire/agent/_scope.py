@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from toolwire.agent._budget import Budget
 from toolwire.agent._pause import Gate
 from toolwire.agent._recorder import StepRecorder
 from toolwire.agent.config import RunConfig, RunRequest
@@ -79,6 +80,8 @@ class RunScope:
     """Which of a step's calls wait for a person."""
     history: list[Message] = field(default_factory=list)
     """The history as the model reads it: repaired when the run opened, then grown by each step."""
+    budget: Budget | None = None
+    """The run's usage limits and step hook (``None``: neither, the per-step fast path)."""
     session_id: str = ""
     """The run's session (its recorder's, read on every step)."""
     open_step: OpenStep | None = None
@@ -122,6 +125,18 @@ class RunScope:
         scope.session_id = session.id
         opened = await recorder.open()
         scope.history = opened.messages
+        limits = (*config.usage_limits, *request.usage_limits)
+        if limits or config.prepare_step is not None:
+            calls = sum(len(m.tool_calls) for m in opened.messages if m.role == "assistant")
+            scope.budget = Budget(
+                limits,
+                config.prepare_step,
+                scope.ledger,
+                stored=recorder.stored_usage,
+                stored_calls=calls,
+                session_id=session.id,
+                deps=deps,
+            )
         return scope, opened
 
     async def refresh_tools(self, request: RunRequest) -> None:

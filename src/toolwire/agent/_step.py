@@ -223,6 +223,8 @@ class StepRun:
         not one per part: every event of every tool step passes here."""
         if to_run:
             scope = self._scope
+            if scope.budget is not None:  # a tool_calls limit: none of them runs when they would pass it
+                scope.budget.before_calls(len(to_run))
             recorder = scope.recorder
             recorder.check_lease()  # right before tools run: a run that lost its session runs none
             registry = scope.config.registry

@@ -13,11 +13,12 @@ import copy
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar, Token
+from dataclasses import fields
 from typing import Any, Generic, TypedDict, Unpack, overload
 
 from toolwire.agent._resume import plan_answers
 from toolwire.agent._sub_agent import sub_agent_tool
-from toolwire.agent.config import Compaction, RunConfig, RunRequest
+from toolwire.agent.config import Compaction, PrepareStep, RunConfig, RunRequest, UsageLimits
 from toolwire.agent.drivers import Driver
 from toolwire.agent.drivers._default import default_driver
 from toolwire.agent.loop import AgentRun
@@ -63,6 +64,8 @@ class _AgentOptions(TypedDict, total=False):
     output_mode: OutputMode
     output_retries: int
     compaction: Compaction | bool
+    usage_limits: UsageLimits | Sequence[UsageLimits] | None
+    prepare_step: PrepareStep | None
 
 
 class Agent(Generic[DepsT, OutputT]):
@@ -132,6 +135,8 @@ class Agent(Generic[DepsT, OutputT]):
         output_mode: OutputMode = "auto",
         output_retries: int = 2,
         compaction: Compaction | bool = True,
+        usage_limits: UsageLimits | Sequence[UsageLimits] | None = None,
+        prepare_step: PrepareStep | None = None,
     ) -> None:
         self._model_spec = model
         try:
@@ -169,6 +174,10 @@ class Agent(Generic[DepsT, OutputT]):
         self.events = EventBus()
         self.output_retries = output_retries
         self.compaction = Compaction() if compaction is True else compaction or None
+        self.usage_limits = _limits(usage_limits)
+        """What each run (or session) may use: see :class:`~toolwire.UsageLimits`."""
+        self.prepare_step = prepare_step
+        """Called before each step with a :class:`StepInfo`; may return :class:`StepOverrides`."""
         """How a long session's requests are kept within the context window (``None``: never compacted)."""
         self._output_type = output_type
         self._output_mode: OutputMode = output_mode
@@ -310,31 +319,14 @@ class Agent(Generic[DepsT, OutputT]):
         """This agent's settings, frozen for one run."""
         if (current := self._current()) is not self:
             return current.run_config()
-        return RunConfig(
-            model=self.model,
-            driver=self.driver,
-            registry=self.registry,
-            name=self.name,
-            instructions=self.instructions,
-            model_settings=self.model_settings,
-            tool_choice=self.tool_choice,
-            max_steps=self.max_steps,
-            retries=self.retries,
-            retry_delay=self.retry_delay,
-            heartbeat_interval=self.heartbeat_interval,
-            raise_on_failure=self.raise_on_failure,
-            stop_on_block=self.stop_on_block,
-            max_tool_output_chars=self.max_tool_output_chars,
-            interceptors=self.interceptors,
-            tool_timeout=self.tool_timeout,
-            output=self.output_spec,
-            output_retries=self.output_retries,
-            user_id=self.user_id,
-            events=self.events,
-            open_store=self.get_store,
-            store_configured=self._store_spec is not None,
-            compaction=self.compaction,
-        )
+        # Every other field is the agent's attribute of the same name.
+        own: dict[str, Any] = {
+            "output": self.output_spec,
+            "open_store": self.get_store,
+            "store_configured": self._store_spec is not None,
+        }
+        same = {f.name: getattr(self, f.name) for f in fields(RunConfig) if f.name not in own}
+        return RunConfig(**same, **own)
 
     # -- running ------------------------------------------------------------------------------------
 
@@ -350,6 +342,7 @@ class Agent(Generic[DepsT, OutputT]):
         user_id: str | None = None,
         approvals: Mapping[DecisionKey, Approval] | None = None,
         tool_outputs: Mapping[DecisionKey, Any] | None = None,
+        usage_limits: UsageLimits | Sequence[UsageLimits] | None = None,
     ) -> AgentRun[OutputT]:
         """Start a run: ``async for event in agent.stream(...)``. ``parent`` makes it a sub-agent run of
         that tool call.
@@ -358,12 +351,9 @@ class Agent(Generic[DepsT, OutputT]):
         ``async for event in run:``; leaving the block closes the run (running tools are cancelled and
         recorded as cancelled). ``run.result`` is set once the run ended.
 
-        A run that paused (``result.status == "paused"``: calls wait for a person) is resumed by the next
-        run of its session, in this process or any other: ``approvals={tool_call_id: True | False |
-        Denied(reason)}`` for calls awaiting approval, ``tool_outputs={tool_call_id: value |
-        ToolFailed(message)}`` for client tools; no prompt is needed. A prompt given while calls still
-        wait closes the unanswered ones first (the model reads that they were not answered). See
-        :mod:`toolwire.tools.pending`.
+        A paused run (calls wait for a person) is resumed by the next run of its session, in any process:
+        ``approvals=`` / ``tool_outputs=`` (:mod:`toolwire.tools.pending`). ``usage_limits``: this run's own,
+        besides the agent's.
         """
         return AgentRun(
             self.run_config(),
@@ -377,6 +367,7 @@ class Agent(Generic[DepsT, OutputT]):
                 tool_outputs=tool_outputs or {},
                 enabled_tools=enabled_tools,
                 exclude_tools=exclude_tools,
+                usage_limits=_limits(usage_limits),
             ),
         )
 
@@ -392,6 +383,7 @@ class Agent(Generic[DepsT, OutputT]):
         user_id: str | None = None,
         approvals: Mapping[DecisionKey, Approval] | None = None,
         tool_outputs: Mapping[DecisionKey, Any] | None = None,
+        usage_limits: UsageLimits | Sequence[UsageLimits] | None = None,
     ) -> RunResult[OutputT]:
         """Run to completion, or until calls wait for a person, and return the result (consumes
         :meth:`stream`, which documents resuming a paused run)."""
@@ -405,6 +397,7 @@ class Agent(Generic[DepsT, OutputT]):
             user_id=user_id,
             approvals=approvals,
             tool_outputs=tool_outputs,
+            usage_limits=usage_limits,
         ) as run:
             async for _ in run:
                 pass
@@ -496,3 +489,7 @@ class Agent(Generic[DepsT, OutputT]):
         answering them continues the same child session.
         """
         return sub_agent_tool(self.stream, name, description)
+
+
+def _limits(given: UsageLimits | Sequence[UsageLimits] | None) -> tuple[UsageLimits, ...]:
+    return () if given is None else (given,) if isinstance(given, UsageLimits) else tuple(given)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from decimal import Decimal
+from typing import Any, Literal, TypeAlias
 
 from toolwire.agent.drivers import Driver
 from toolwire.agent.output import OutputSpec
-from toolwire.models.base import Model, ModelSettings, ToolChoice
+from toolwire.messages import Message, Usage
+from toolwire.models.base import Model, ModelSettings, ToolChoice, ToolDefinition
 from toolwire.observability import EventBus
 from toolwire.store.base import Store
 from toolwire.tools.executor import ToolExecutor, ToolInterceptor
@@ -41,6 +43,53 @@ class Compaction:
     """The model that writes summaries (a cheaper one); ``None``: the agent's own."""
     max_summary_input_chars: int = 200_000
     """At most this much of the older conversation is sent to the summariser (its most recent part)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsageLimits:
+    """The most a run (``per="run"``) or a whole session (``per="session"``) may use; ``None``: no limit."""
+
+    requests: int | None = None
+    """Model requests."""
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    tool_calls: int | None = None
+    """Tool calls run (those a person answered or the client ran included)."""
+    cost: Decimal | float | None = None
+    """US dollars at list prices (``toolwire.pricing``); a model without a known price counts nothing."""
+    per: Literal["run", "session"] = "run"
+
+
+@dataclass(frozen=True, slots=True)
+class StepInfo:
+    """What ``prepare_step`` is told about the step it may change."""
+
+    step: int
+    session_id: str
+    messages: Sequence[Message]
+    """The history the step would send (after compaction)."""
+    tools: Sequence[ToolDefinition]
+    model: Model
+    usage: Usage
+    """What the run used so far."""
+    deps: Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepOverrides:
+    """What ``prepare_step`` changes for one step (``None`` fields: unchanged). The request actually sent is
+    the one recorded in ``RunResult.step_details``; the model that answered is stored with the step."""
+
+    model: Model | None = None
+    tools: Sequence[str] | None = None
+    """The names of the tools offered in this step (a subset of the run's)."""
+    tool_choice: ToolChoice | None = None
+    instructions: str | None = None
+    messages: Sequence[Message] | None = None
+
+
+PrepareStep: TypeAlias = Callable[[StepInfo], "StepOverrides | Awaitable[StepOverrides | None] | None"]
+"""``Agent(..., prepare_step=fn)``: called before each step, sync or async."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,6 +124,10 @@ class RunConfig:
     """Whether the agent was given a store; a sub-agent without one records beside its caller."""
     compaction: Compaction | None = None
     """How requests are kept within the model's context window (``None``: never compacted)."""
+    usage_limits: Sequence[UsageLimits] = ()
+    """What a run, or its session, may use (each checked before what would pass it)."""
+    prepare_step: PrepareStep | None = None
+    """Called before each step; may change what the step sends (``StepOverrides``)."""
 
     def tool_choice_for_step(self, step: int) -> ToolChoice:
         """``required`` or a named tool applies to the first step only; later steps are ``auto`` so the
@@ -120,6 +173,8 @@ class RunRequest:
     exclude_tools: Sequence[str] = ()
     takeover: Takeover | None = None
     """Continue a dead replica's run (the server's; no prompt)."""
+    usage_limits: Sequence[UsageLimits] = ()
+    """Limits of this run, besides the agent's."""
     top_level: bool = False
     """Refuse a session that is a sub-agent's (:class:`~toolwire.errors.SubSessionError`, nothing
     written), in the store transaction that creates the session or checks its owner (the server's turns)."""

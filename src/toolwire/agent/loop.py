@@ -171,8 +171,8 @@ class AgentRun(Generic[OutputT]):
         )
         self._scope = scope
         compactor = Compactor(config.compaction, opened.compaction) if config.compaction is not None else None
-        model_step = ModelStep(config, scope.recorder, self._output, compactor, scope.ledger.failed_attempts)
-        return scope, model_step, opened
+        failed, budget = scope.ledger.failed_attempts, scope.budget
+        return scope, ModelStep(config, scope.recorder, self._output, compactor, failed, budget), opened
 
     async def _events(self) -> AsyncGenerator[AgentEvent, None]:
         scope, model_step, opened = await self._prepare()
