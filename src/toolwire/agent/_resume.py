@@ -80,7 +80,6 @@ async def answer(
             yield event
     for call in plan.run:
         yield step.resolved(call, *plan.resolutions[call.tool_call_id])
-    await step.mark_running(plan.run)
     # With a new prompt, a sub-agent that paused again is closed too.
     async with aclosing(step.conclude(plan.run, resumes=plan.resumes, closing=closing)) as events:
         async for event in events:
@@ -109,7 +108,7 @@ async def take_over(
             yield recorder.ended_call(call, INTERRUPTED_OUTPUT, "interrupted")
     if again.calls:
         number = await again.step_of(recorder.store, scope.session_id)
-        step = await StepRun.rerun(scope, number, again.message_id, again.calls, results_at=again.results_at)
+        step = StepRun.rerun(scope, number, again.message_id, again.calls, results_at=again.results_at)
         async with aclosing(step.conclude(again.calls)) as events:
             async for event in events:
                 yield event

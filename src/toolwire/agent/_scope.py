@@ -28,7 +28,7 @@ from toolwire.tools.executor import ToolExecutor
 from toolwire.tools.pending import Resume
 
 
-class OpenStep(Protocol):
+class ClosableStep(Protocol):
     """A step whose calls are under way (a :class:`~toolwire.agent._step.StepRun`): closed if the run
     stops, its unfinished calls recorded as cancelled."""
 
@@ -84,7 +84,7 @@ class RunScope:
     """The run's usage limits and step hook (``None``: neither, the per-step fast path)."""
     session_id: str = ""
     """The run's session (its recorder's, read on every step)."""
-    open_step: OpenStep | None = None
+    open_step: ClosableStep | None = None
     """The step whose calls are under way (closed if the run stops)."""
 
     @classmethod

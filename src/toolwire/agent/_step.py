@@ -157,17 +157,15 @@ class StepRun:
         return cls(scope, step, message_id, calls, results_at=results_at, waiting=waiting)
 
     @classmethod
-    async def rerun(
+    def rerun(
         cls, scope: RunScope, step: int, message_id: str, calls: Sequence[ToolCallPart], *, results_at: int
     ) -> StepRun:
-        """A dead replica's step whose idempotent ``calls`` run again (marked running first)."""
-        again = cls(scope, step, message_id, calls, results_at=results_at)
-        await again.mark_running(calls)
-        return again
+        """A dead replica's step whose idempotent ``calls`` run again (marked running when they start)."""
+        return cls(scope, step, message_id, calls, results_at=results_at)
 
     # -- calls settled, calls run ------------------------------------------------------------------
 
-    async def mark_running(self, calls: Sequence[ToolCallPart]) -> None:
+    async def _mark_running(self, calls: Sequence[ToolCallPart]) -> None:
         """Answered calls about to run are ``pending`` again: a crash now makes them interrupted (their
         outcome unknown), never awaiting a second approval."""
         for call in calls:
@@ -223,6 +221,8 @@ class StepRun:
         not one per part: every event of every tool step passes here."""
         if to_run:
             scope = self._scope
+            if self._results_at is not None:  # a stored step's calls run (again): pending first
+                await self._mark_running(to_run)
             if scope.budget is not None:  # a tool_calls limit: none of them runs when they would pass it
                 scope.budget.before_calls(len(to_run))
             recorder = scope.recorder
