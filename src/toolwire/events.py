@@ -516,6 +516,10 @@ class ErrorEvent(Envelope):
     """Whether trying the same run again may succeed (e.g. a rate limit)."""
     step: int | None = None
     """The step that failed, when known."""
+    provider: str | None = None
+    """The run's provider as configured (``ollama`` for ``ollama:llama3``: ``Model.configured_provider``)."""
+    model: str | None = None
+    """The run's model name."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from starlette.requests import Request
@@ -91,6 +91,8 @@ class NativeEndpoints:
             waits = {(a["session_id"], a["message_id"], a["tool_call_id"]) for a in awaiting}
             histories = [_without_results(await store.load_history(s.id), s.id, waits) for s in subtree]
         merged = merge_histories(histories)
+        # Each turn that failed keeps its error (shown after the turn's messages; it is no message).
+        errors = [asdict(e) for s in subtree for e in await store.turn_errors(s.id)]
         key = await server.stream_key(info)
         cursor = await server.hub.resume_cursor(key, {s.id: s.last_seq for s in subtree})
         return JSONResponse(
@@ -100,10 +102,12 @@ class NativeEndpoints:
                 "parents": {
                     s.id: s.parent_session_id for s in subtree if s.id != session_id and s.parent_session_id
                 },
+                "agents": {s.id: s.agent_name for s in subtree if s.id != session_id and s.agent_name},
                 "last_seq": {s.id: s.last_seq for s in subtree},
                 "cursor": cursor,
                 "running": live,
                 "awaiting": awaiting,
+                "errors": sorted(errors, key=lambda e: e["created_at"]),
             }
         )
 

@@ -20,7 +20,9 @@ export function renderGroupName(summary, sessionId) {
 // After a reload no interaction-start names the sub-agents: each is named after the caller's call that
 // started it, the one of the caller's latest message whose string argument is the sub-agent's task (its
 // first user message: `as_tool` passes `task`), or the only call of that message.
-export function nameSubAgentsFromHistory(messages, parents) {
+export function nameSubAgentsFromHistory(messages, parents, agents = {}) {
+  // The sub-agents' own names, as stored (`agents` of GET .../messages); guessed from the calls otherwise.
+  for (const [sessionId, name] of Object.entries(agents)) if (name) view.agents.set(sessionId, name);
   const latest = new Map(); // session id -> its latest assistant message so far
   for (const message of messages) {
     const sessionId = message.session_id;
