@@ -419,6 +419,8 @@ class ToolCallAwaiting(Envelope):
     """The assistant message that made the call."""
     sub_session_id: str | None = None
     """For ``kind="subagent"``: the paused sub-agent's session."""
+    parameters: dict[str, Any] | None = None
+    """For ``kind="output"``: the tool's parameters JSON schema, so a client can build a form for it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

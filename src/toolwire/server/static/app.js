@@ -49,6 +49,7 @@ export async function open(sessionId, { fresh = false } = {}) {
   // A paused run's calls wait for a person: shown (with Approve / Deny) as the live events showed them.
   // No run in progress (none, or a paused one): the last interaction-end was published (rule 4's flush).
   const ended = !running;
+  for (const a of awaiting || []) if (a.parameters) view.schemas.set(`${a.session_id}\u0000${a.tool_call_id}`, a.parameters);
   const transcript = Transcript.fromHistory(messages, { parents, lastSeq, awaiting: awaiting || [], ended });
   view.transcript = transcript;
   nameSubAgentsFromHistory(messages, parents || {}, agents || {});
@@ -98,6 +99,7 @@ function listen(sessionId, cursor, generation) {
     }
     if (event.type === "stream-reset") return void open(sessionId); // cannot resume from our cursor
     if (event.type === "session-deleted") return void deletedElsewhere(sessionId, source);
+    if (event.type === "tool-call-awaiting" && event.parameters) view.schemas.set(`${event.session_id}\u0000${event.tool_call_id}`, event.parameters);
     view.transcript.apply(event);
     follow(event);
   };
