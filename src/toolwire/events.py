@@ -427,6 +427,8 @@ class ToolCallAwaiting(Envelope):
     """The assistant message that made the call."""
     sub_session_id: str | None = None
     """For ``kind="subagent"``: the paused sub-agent's session."""
+    parameters: dict[str, Any] | None = None
+    """For ``kind="output"``: the tool's parameters JSON schema, so a client can build a form for it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -524,6 +526,10 @@ class ErrorEvent(Envelope):
     """Whether trying the same run again may succeed (e.g. a rate limit)."""
     step: int | None = None
     """The step that failed, when known."""
+    provider: str | None = None
+    """The run's provider as configured (``ollama`` for ``ollama:llama3``: ``Model.configured_provider``)."""
+    model: str | None = None
+    """The run's model name."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from playwright.sync_api import expect
 
-from tests.reliability.fault_server import Behaviour, FaultServer, text_frames
+from tests.reliability.fault_server import Behaviour, FaultServer, finish_frames, text_frames
 from tests.server.test_page import (
     ARTIFACTS,
     DESKTOP,
@@ -114,3 +114,32 @@ def test_an_error_stays_with_its_turn_names_the_model_and_retry_puts_the_prompt_
     error.get_by_role("button", name="Retry").click()
     expect(page.get_by_test_id("composer-input")).to_have_value("Summarise my week")
     expect(page.get_by_test_id("composer-input")).to_be_focused()
+
+
+def test_an_error_is_still_with_its_turn_after_a_reload_and_names_the_configured_provider(
+    open_page: OpenPage, serve: Serve, faults: Callable[[list[Behaviour]], str]
+) -> None:
+    # an ollama model: refused once, then it answers the next turn
+    answer = text_frames("Your week: three meetings.") + finish_frames("stop")
+    url = faults(
+        [Behaviour(status=400, body=b'{"error": {"message": "model not loaded"}}'), Behaviour(frames=answer)]
+    )
+    running = serve(Agent(OpenAIChatModel("llama3", preset="ollama", base_url=url), retries=0))
+    page = audited(open_page(DESKTOP))
+    connected(page, f"{running.url}/?session=kept")
+    send(page, "Summarise my week")
+    error = page.locator('[data-testid="message"][data-role="system"][data-level="error"]')
+    expect(error).to_contain_text("(model ollama:llama3)", timeout=15_000)  # not openai:llama3
+    expect(page.get_by_role("button", name="Send")).to_be_visible()
+    send(page, "Try once more")
+    expect(assistant(page).last).to_have_text("Your week: three meetings.", timeout=15_000)
+    connected(page, f"{running.url}/?session=kept")  # a reload: the error comes from the store now
+    expect(error).to_have_count(1)
+    expect(error).to_contain_text("The answer failed (model ollama:llama3): ")
+    expect(error).to_contain_text("model not loaded")
+    # between the turn it ended and the next turn
+    order = page.locator('[data-testid="message"]').evaluate_all("els => els.map((e) => e.dataset.role)")
+    assert order == ["user", "system", "user", "assistant"], order
+    assert serious_violations(page) == []
+    error.get_by_role("button", name="Retry").click()
+    expect(page.get_by_test_id("composer-input")).to_have_value("Summarise my week")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from toolwire.messages import (
 )
 from toolwire.store import INTERRUPTED_OUTPUT, SessionInfo, StepRecord, StoredStep, ToolCallRecord, open_store
 from toolwire.store._locks import lock_owner
-from toolwire.store.records import CallCompletion
+from toolwire.store.records import CallCompletion, TurnError
 from toolwire.store.schema import messages as messages_table
 from toolwire.store.sql import SQLStore
 
@@ -190,6 +191,10 @@ async def test_schema_is_the_same_on_every_engine(store: SQLStore) -> None:
         "toolwire_compactions": [
             "id", "session_id", "first_kept_message_id", "summary", "provider", "model", "usage", "tokens_before",
             "tokens_after", "created_at",
+        ],
+        "toolwire_turn_errors": [
+            "id", "session_id", "interaction_id", "error_type", "message", "retryable", "provider", "model",
+            "created_at",
         ],
     }  # fmt: skip
 
@@ -766,3 +771,26 @@ async def test_a_transaction_that_loses_a_unique_race_is_retried(store: SQLStore
         await store._write("insert a bad row", invalid)
     assert attempts == [0, 1, 2]  # a constraint that cannot pass on a second try is not retried
     assert isinstance(failed.value.__cause__, sa.exc.IntegrityError)
+
+
+async def test_a_turn_error_is_kept_once_per_turn_and_goes_with_its_turn(store: SQLStore) -> None:
+    await store.ensure_session(_info(user_id="u1"))
+    await store.append_message(SID, Message.user("hi", id="m1", session_id=SID), interaction_id="i1")
+    failed = TurnError(
+        session_id=SID,
+        interaction_id="i1",
+        error_type="ProviderHTTPError",
+        message="model not loaded \u0000",
+        retryable=True,
+        provider="ollama",
+        model="llama3",
+        created_at=time.time(),
+    )
+    await store.record_turn_error(failed)
+    await store.record_turn_error(failed)  # a retried write after a lost acknowledgement: kept once
+    assert await store.turn_errors(SID) == [
+        replace(failed, message="model not loaded \ufffd")
+    ]  # PostgreSQL text holds no NUL
+    assert [m.role for m in await store.load_history(SID)] == ["user"]  # no message for the model
+    assert await store.truncate_history(SID, "m1")  # an edit from the failed turn's prompt
+    assert await store.turn_errors(SID) == []

@@ -108,9 +108,11 @@ class Waiting:
             )
         ]
 
-    def announced(self) -> dict[str, Any]:
-        """The fields of its ``tool-call-awaiting`` event."""
+    def announced(self, registry: ToolRegistry) -> dict[str, Any]:
+        """The fields of its ``tool-call-awaiting`` event (a client tool's with its parameters' schema)."""
+        tool = registry.get(self.call.tool_name) if self.kind == "output" else None
         return {
+            "parameters": tool.parameters if tool is not None else None,
             "tool_call_id": self.call.tool_call_id,
             "tool_name": self.call.tool_name,
             "args": self.call.args,

@@ -6,7 +6,7 @@ store has recorded. Events are numbered here, at the moment they are published; 
 only ever records the seq of events already numbered. The hook calls a run makes are its methods, in the
 order a run makes them: ``open`` (``Store.open_run``), ``append`` (``append_message``), ``begin_step``,
 ``complete_call`` (``complete_tool_call``), ``finish_step``, when a request is compacted
-``record_compaction``, and ``release`` (``finish_step`` for the last
+``record_compaction``, and ``release`` (``record_turn_error`` for a failed run, ``finish_step`` for the last
 seq, then ``unlock_session``). What a step's calls are and when their outcomes are written is the step's
 own business (:mod:`toolwire.agent._step`).
 
@@ -42,6 +42,7 @@ from toolwire.store.records import (
     SessionInfo,
     StepRecord,
     ToolCallRecord,
+    TurnError,
 )
 
 logger = logging.getLogger("toolwire.agent")
@@ -66,8 +67,11 @@ class StepRecorder:
         max_output_chars: int,
         takeover: bool = False,
         top_level: bool = False,
+        model: tuple[str | None, str | None] | None = None,
     ) -> None:
         self.store = store
+        self._model = model or (None, None)  # configured: named with the run's error
+        self._turn_error: TurnError | None = None
         self._takeover = takeover
         self._top_level = top_level
         self.session = session
@@ -151,12 +155,12 @@ class StepRecorder:
         """The events that close the run (numbered now, published after the session is released)."""
         ending: list[AgentEvent] = []
         if error is not None:
-            retryable = bool(getattr(error, "retryable", False))
-            ending.append(
-                self.event(
-                    ErrorEvent, error_type=type(error).__name__, message=str(error), retryable=retryable
-                )
-            )
+            # Kept with its turn by release(), before the end is announced.
+            turn = self._turn_error = TurnError.of(error, self.session.id, self.interaction_id, *self._model)
+            fields = {
+                f: getattr(turn, f) for f in ("error_type", "message", "retryable", "provider", "model")
+            }
+            ending.append(self.event(ErrorEvent, **fields))
         ending.append(
             self.event(
                 InteractionEnd,
@@ -317,17 +321,20 @@ class StepRecorder:
         return self._lock_owner
 
     async def release(self) -> None:
-        """Record the last seq (resume by ``Last-Event-ID`` across runs) and give the session back."""
+        """Record the error that ended the turn, if one did, and the last seq (resume by ``Last-Event-ID``
+        across runs), and give the session back."""
         if self.detached:
             await self._stop_heartbeat()
             return
         try:
+            if (error := self._turn_error) is not None:
+                await self._durably(lambda: self.store.record_turn_error(error, fence=self._lock_owner))
             if self.seq > self._persisted_seq:
                 # A step's end with nothing in it (step 0) records only the seq.
                 await self._durably(functools.partial(self._write_end, 0, None, Usage(), self.seq, ()))
                 self._persisted_seq = self.seq
         except Exception:
-            logger.exception("could not record the last event seq for session %s", self.session.id)
+            logger.exception("could not record the end of the run of session %s", self.session.id)
         finally:
             await self._stop_heartbeat()
             await self.store.unlock_session(self.session.id, self._lock_owner)

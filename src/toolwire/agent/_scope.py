@@ -108,6 +108,7 @@ class RunScope:
             max_output_chars=config.max_tool_output_chars,
             takeover=request.takeover is not None,
             top_level=request.top_level,
+            model=(config.model.configured_provider, config.model.model_name),
         )
         sink = RunSink(session.user_id)
         sink.store = store

@@ -357,7 +357,9 @@ class StepRun:
         announce = [self._complete_event(o) for o in self._unwritten]
         if tool_message is not None:
             announce.append(recorder.event(MessagePersisted, message_id=tool_message.id, role="tool"))
-        announce.extend(recorder.event(ToolCallAwaiting, **w.announced()) for w in waiting)
+        announce.extend(
+            recorder.event(ToolCallAwaiting, **w.announced(self._scope.config.registry)) for w in waiting
+        )
         usage = Usage()
         if self.answer is not None:  # a model step: its usage, and its end announced last
             assistant, builder = self.answer

@@ -26,6 +26,7 @@ from toolwire.agent._model_step import ModelStep
 from toolwire.agent._resume import answer, take_over
 from toolwire.agent._scope import RunScope, RunSink
 from toolwire.agent._step import StepRun
+from toolwire.agent._stopped import StreamingStep
 from toolwire.agent.config import RunConfig, RunRequest
 from toolwire.agent.output import NOTHING, OutputPolicy
 from toolwire.agent.result import OutputT, RunResult
@@ -204,9 +205,11 @@ class AgentRun(Generic[OutputT]):
                 for event in compacted:  # the history outgrew the window: older turns summarised
                     yield event
                 model_events = model_step.stream(request, builder, message_id, number)
+                scope.open_step = StreamingStep(scope, number, builder, message_id)  # Stop keeps its text
                 async with aclosing(model_events):
                     async for event in model_events:
                         yield event
+                scope.open_step = None
                 step = await StepRun.begin(scope, number, builder, message_id, request)
                 accepted, output_errors, settled = await self._settle_output(step)
                 for event in settled:
@@ -259,13 +262,8 @@ class AgentRun(Generic[OutputT]):
         if request.takeover is not None:
             resuming = take_over(scope, request.takeover, opened.interrupted)
         elif opened.awaited or request.approvals or request.tool_outputs or not request.new_turn:
-            resuming = answer(
-                scope,
-                opened.awaited,
-                approvals=request.approvals,
-                tool_outputs=request.tool_outputs,
-                closing=request.new_turn,
-            )
+            resuming = answer(scope, opened.awaited, approvals=request.approvals,
+                              tool_outputs=request.tool_outputs, closing=request.new_turn)  # fmt: skip
         if resuming is not None:
             async with aclosing(resuming) as events:
                 async for event in events:

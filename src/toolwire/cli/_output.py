@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
 from rich.console import Console
@@ -35,7 +35,7 @@ from toolwire.events import (
     ToolInputStartEvent,
     ToolProgress,
 )
-from toolwire.messages import Message, ToolResultPart
+from toolwire.transcript import Transcript
 
 console = Console(highlight=False, emoji=False, markup=False)
 err_console = Console(stderr=True, highlight=False, emoji=False, markup=False)
@@ -286,40 +286,56 @@ class EventPrinter:
         self._activity_newline()
 
 
-def _results_by_call(history: Sequence[Message]) -> dict[tuple[int, str], ToolResultPart]:
-    """Each result by the call it answers: ``(position of the assistant message, call id)``. A result
-    answers the latest call with its id (providers that number calls per response reuse ``call_0`` in
-    every message, so the id alone would give every such call the last result)."""
-    made_by: dict[str, int] = {}
-    results: dict[tuple[int, str], ToolResultPart] = {}
-    for position, message in enumerate(history):
-        if message.role == "assistant":
-            made_by.update((call.tool_call_id, position) for call in message.tool_calls)
-        for result in message.tool_results:
-            if (maker := made_by.get(result.tool_call_id)) is not None:
-                results[(maker, result.tool_call_id)] = result
-    return results
-
-
-def render_history(history: Sequence[Message], out: Console) -> None:
-    """Print a stored history: each tool call with its result under the assistant message that made it."""
-    results = _results_by_call(history)
-    for position, message in enumerate(history):
+def render_transcript(
+    transcript: Transcript,
+    out: Console,
+    *,
+    agents: Mapping[str, str | None],
+    notes: Mapping[int, Sequence[str]] | None = None,
+) -> None:
+    """Print a conversation as the page draws it (one ``Transcript`` from the same history): each call
+    with its result under the bubble it belongs to, a sub-agent's messages indented under its name, the
+    calls still waiting, and ``notes`` (a failed turn's error) before the bubble at their index (or last)."""
+    notes = notes or {}
+    roots = {sid for sid, node in transcript.sessions.items() if node.parent_session_id is None}
+    messages = transcript.messages
+    for index, message in enumerate(messages):
+        for note in notes.get(index, ()):
+            out.print(Text.assemble(("error:", "red"), " ", note), soft_wrap=True)
+        sub = message.session_id not in roots
+        indent = "  " if sub else ""
+        who = f"sub-agent {agents.get(message.session_id) or message.session_id}" if sub else ""
         if message.role == "user":
-            out.print(Text.assemble(("user:", "bold"), " ", message.text), soft_wrap=True)
-        elif message.role == "system":
-            out.print(Text.assemble(("system:", "yellow"), " ", message.text), soft_wrap=True)
+            label = f"task for {who}:" if sub else "user:"
+            out.print(Text.assemble(indent, (label, "bold"), " ", message.text), soft_wrap=True)
         elif message.role == "assistant":
             text = message.text or ("(tool calls)", DIM)
-            out.print(Text.assemble(("assistant:", "bold"), " ", text), soft_wrap=True)
+            out.print(
+                Text.assemble(indent, (f"{who}:" if sub else "assistant:", "bold"), " ", text), soft_wrap=True
+            )
             for call in message.tool_calls:
-                found = results.get((position, call.tool_call_id))
+                args = json.dumps(call.args, separators=(",", ":"), ensure_ascii=False)
                 out.print(
-                    Text.assemble(
-                        "  ", ("▶ ", CYAN), (call.tool_name, CYAN), f"({clip(call.args_json, 200)})"
-                    ),
+                    Text.assemble(indent, "  ", ("▶ ", CYAN), (call.tool_name, CYAN), f"({clip(args, 200)})"),
                     soft_wrap=True,
                 )
-                if found is not None:
-                    line = Text.assemble("    ", _mark(found.is_error), " ", clip(found.output_text(), 400))
-                    out.print(line, soft_wrap=True)
+                output = (
+                    call.result
+                    if isinstance(call.result, str)
+                    else json.dumps(call.result, ensure_ascii=False, default=str)
+                )
+                out.print(
+                    Text.assemble(indent, "    ", _mark(call.is_error), " ", clip(output, 400)),
+                    soft_wrap=True,
+                )
+        elif message.text:  # reasoning, a system note
+            out.print(
+                Text.assemble(indent, (f"{message.role}:", DIM), " ", (message.text, DIM)), soft_wrap=True
+            )
+    for note in notes.get(len(messages), ()):
+        out.print(Text.assemble(("error:", "red"), " ", note), soft_wrap=True)
+    for waiting in transcript.active_tools.values():  # a paused run's calls, and those of a live run
+        status = waiting.status.replace("-", " ")
+        out.print(
+            Text.assemble("  ", ("⏸ ", "yellow"), (waiting.tool_name, CYAN), f" {status}"), soft_wrap=True
+        )

@@ -11,11 +11,12 @@ from pathlib import Path
 
 from rich.text import Text
 
-from toolwire.cli._output import clip, console, read_line, render_history
+from toolwire.cli._output import clip, console, read_line, render_transcript
 from toolwire.errors import ToolwireError
 from toolwire.messages import Message, Usage
 from toolwire.pricing import total_cost
 from toolwire.store import DEFAULT_URL, SessionInfo, SessionReader, Store, open_store
+from toolwire.transcript import Transcript, merge_histories
 
 TITLE_CHARS = 60
 
@@ -106,10 +107,11 @@ async def _stored_session(args: argparse.Namespace) -> AsyncIterator[tuple[Store
 
 async def show_session(args: argparse.Namespace) -> int:
     async with _stored_session(args) as (store, info):
-        history = await store.load_history(info.id)
         if info.title:
             console.print(Text.assemble(("title:", "bold"), " ", info.title), soft_wrap=True)
-        render_history(history, console)
+        tree = await store.list_sessions(user_session_id=info.user_session_id or info.id, limit=_TREE_LIMIT)
+        subs = [s for s in tree if s.id.startswith(f"{info.id}.")]  # its sub-agents, at any depth
+        await _show_transcript(store, info, subs)
         own = await _priced(store, [info])
         lines = [f"usage: {own}"]
         for record in await store.compactions(info.id):  # what the requests send instead of older turns
@@ -119,8 +121,6 @@ async def show_session(args: argparse.Namespace) -> int:
                 f"compaction: messages before {record.first_kept_message_id} summarised by {record.model} "
                 f"({record.tokens_before} -> {record.tokens_after} tokens{priced}): {record.summary}"
             )
-        tree = await store.list_sessions(user_session_id=info.user_session_id or info.id, limit=_TREE_LIMIT)
-        subs = [s for s in tree if s.id.startswith(f"{info.id}.")]  # its sub-agents, at any depth
         if subs:
             lines.append(f"sub-agents: {await _priced(store, subs)}")
             lines.append(f"total: {await _priced(store, [info, *subs])}")
@@ -129,6 +129,38 @@ async def show_session(args: argparse.Namespace) -> int:
 
 
 _TREE_LIMIT = 100_000
+
+
+async def _show_transcript(store: Store, info: SessionInfo, subs: Sequence[SessionInfo]) -> None:
+    """The conversation as the page shows it: one ``Transcript.from_history`` of the same history (its
+    sub-agents' merged in, the calls a paused run waits for shown waiting, ``ended`` unless a run is in
+    progress) and each failed turn's stored error after the turn it ended."""
+    sessions = [info, *subs]
+    running = await store.run_in_progress(info.id)
+    awaiting = {
+        (s.id, r.tool_call_id): r.awaiting
+        for s in sessions
+        for r in await store.tool_calls(s.id)
+        if r.awaiting
+    }
+    # A live or paused run's calls are as stored (pending, awaited); otherwise repaired, as the model reads it.
+    raw = running or bool(awaiting)
+    histories = [await (store.raw_messages(s.id) if raw else store.load_history(s.id)) for s in sessions]
+    messages = merge_histories(histories)
+    parents = {s.id: s.parent_session_id for s in subs}
+    transcript = Transcript.from_history(messages, parents=parents, awaiting=awaiting, ended=not running)
+    created = {(m.session_id, m.id): m.created_at for m in messages}
+    prompts = [  # the conversation's own prompts, by when they were sent: a turn's error goes before the next
+        (created.get((m.session_id, m.source_id), 0.0), index)
+        for index, m in enumerate(transcript.messages)
+        if m.role == "user" and m.session_id == info.id
+    ]
+    notes: dict[int, list[str]] = {}
+    for error in await store.turn_errors(info.id):
+        at = next((index for sent, index in prompts if sent > error.created_at), len(transcript.messages))
+        model = f" (model {error.provider}:{error.model})" if error.model else ""
+        notes.setdefault(at, []).append(f"the answer failed{model}: {error.message or error.error_type}")
+    render_transcript(transcript, console, agents={s.id: s.agent_name for s in subs}, notes=notes)
 
 
 async def _priced(store: SessionReader, sessions: Sequence[SessionInfo]) -> str:

@@ -59,6 +59,11 @@ class OpenAIWireModel(HTTPModel):
     ``super().__init__()``, which resolves the credentials."""
 
     @property
+    def configured_provider(self) -> str:
+        """``openai``, or the preset's name (``ollama``, ``groq``, ``azure``...)."""
+        return self.preset.name if self.preset is not None else PROVIDER
+
+    @property
     def otel_provider_name(self) -> str:
         """``openai``; a preset's provider by its well-known OpenTelemetry name where it has one, else by
         the preset's own name (``ollama``, ``vllm``, ...)."""

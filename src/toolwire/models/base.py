@@ -339,6 +339,12 @@ class Model(ABC):
         self._max_output_tokens = tokens
 
     @property
+    def configured_provider(self) -> str:
+        """The provider as the user named it (a model string's prefix): ``ollama`` for ``ollama:llama3``,
+        whose wire (:attr:`provider`) is OpenAI's. What people are shown, and a turn's error is stored with."""
+        return self.provider
+
+    @property
     def otel_provider_name(self) -> str:
         """The provider as OpenTelemetry's ``gen_ai.provider.name`` names it (its well-known values where one
         exists: ``openai``, ``anthropic``, ``gcp.gemini``, ``gcp.vertex_ai``, ``aws.bedrock``, ...)."""

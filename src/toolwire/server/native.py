@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from starlette.requests import Request
@@ -39,6 +39,7 @@ from toolwire.server.hub import StreamKey, Subscription
 from toolwire.store._rename import rename_session
 from toolwire.store.records import SessionInfo, ToolCallRecord
 from toolwire.tools.pending import Approval, DecisionKey, pending_of_rows
+from toolwire.tools.registry import ToolRegistry
 from toolwire.transcript import merge_histories
 
 
@@ -88,10 +89,14 @@ class NativeEndpoints:
             # results that did finish, exactly what the model will be sent. The calls a paused run waits
             # for are listed in ``awaiting`` and shown without a result (the repaired history would give
             # them the "not answered" result they get only if the conversation moves on).
-            awaiting = _awaiting(session_id, await store.tool_calls(session_id))
+            # A conversation's own client tools are the served agent's: their forms are built from its schemas.
+            tools = server.agent.registry if info.parent_session_id is None else None
+            awaiting = _awaiting(session_id, await store.tool_calls(session_id), tools)
             waits = {(a["session_id"], a["message_id"], a["tool_call_id"]) for a in awaiting}
             histories = [_without_results(await store.load_history(s.id), s.id, waits) for s in subtree]
         merged = merge_histories(histories)
+        # Each turn that failed keeps its error (shown after the turn's messages; it is no message).
+        errors = [asdict(e) for s in subtree for e in await store.turn_errors(s.id)]
         key = await server.stream_key(info)
         cursor = await server.hub.resume_cursor(key, {s.id: s.last_seq for s in subtree})
         return JSONResponse(
@@ -101,10 +106,12 @@ class NativeEndpoints:
                 "parents": {
                     s.id: s.parent_session_id for s in subtree if s.id != session_id and s.parent_session_id
                 },
+                "agents": {s.id: s.agent_name for s in subtree if s.id != session_id and s.agent_name},
                 "last_seq": {s.id: s.last_seq for s in subtree},
                 "cursor": cursor,
                 "running": live,
                 "awaiting": awaiting,
+                "errors": sorted(errors, key=lambda e: e["created_at"]),
             }
         )
 
@@ -336,10 +343,13 @@ def _subtree(session_id: str, tree: list[SessionInfo], info: SessionInfo) -> lis
     return out
 
 
-def _awaiting(session_id: str, rows: list[ToolCallRecord]) -> list[dict[str, Any]]:
+def _awaiting(
+    session_id: str, rows: list[ToolCallRecord], tools: ToolRegistry | None
+) -> list[dict[str, Any]]:
     """What a paused run of the session waits for, in call order: each call a person answers (a
     sub-agent's with its own ``session_id``), and each call of the session waiting for its sub-agent
-    (``kind: "subagent"``, for the transcript; answered through the sub-agent's calls)."""
+    (``kind: "subagent"``, for the transcript; answered through the sub-agent's calls). A client tool of
+    the session itself (``kind: "output"``) comes with its ``parameters`` schema from ``tools``."""
     out: list[dict[str, Any]] = []
     for row in rows:
         if row.awaiting is None:
@@ -355,7 +365,12 @@ def _awaiting(session_id: str, rows: list[ToolCallRecord]) -> list[dict[str, Any
                     "message_id": row.message_id,
                 }
             )
-        out.extend(p.to_dict() for p in pending_of_rows([row], session_id))
+        for pending in pending_of_rows([row], session_id):
+            entry = pending.to_dict()
+            tool = tools.get(pending.tool_name) if tools is not None else None
+            if tool is not None and pending.kind == "output" and pending.session_id == session_id:
+                entry["parameters"] = tool.parameters
+            out.append(entry)
     return out
 
 

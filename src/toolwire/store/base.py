@@ -58,6 +58,7 @@ from toolwire.store.records import (
     StoredStep,
     ToolCallRecord,
     ToolCallRowStatus,
+    TurnError,
     check_owner,
 )
 from toolwire.store.replication import Replication
@@ -88,6 +89,8 @@ class SessionReader(Protocol):
     async def steps(self, session_id: str) -> list[StoredStep]: ...
 
     async def compactions(self, session_id: str) -> list[CompactionRecord]: ...
+
+    async def turn_errors(self, session_id: str) -> list[TurnError]: ...
 
     async def load_history(
         self, session_id: str, *, mark_interrupted: bool = False, max_output_chars: int = 0
@@ -201,6 +204,14 @@ class Store(ABC):
     @abstractmethod
     async def compactions(self, session_id: str) -> list[CompactionRecord]:
         """The session's summaries, oldest first (the last one applies)."""
+
+    @abstractmethod
+    async def record_turn_error(self, record: TurnError, *, fence: str | None = None) -> None:
+        """The error that ended a turn, kept with the session (once per turn; shown, never sent)."""
+
+    @abstractmethod
+    async def turn_errors(self, session_id: str) -> list[TurnError]:
+        """The errors that ended the session's turns, oldest first."""
 
     @abstractmethod
     async def raw_messages(self, session_id: str) -> list[Message]:

@@ -23,6 +23,7 @@ from toolwire.store.records import (
     StoredStep,
     ToolCallRecord,
     ToolCallRowStatus,
+    TurnError,
     check_owner,
 )
 
@@ -36,6 +37,7 @@ class MemoryStore(Store):
         self._calls: dict[str, dict[CallKey, ToolCallRecord]] = {}
         self._steps: dict[str, list[StoredStep]] = {}
         self._compactions: dict[str, list[CompactionRecord]] = {}
+        self._errors: dict[str, list[TurnError]] = {}
         self._locks: dict[str, tuple[str, float]] = {}
         self._touched: dict[str, float] = {}
         """Last write per session (``updated_at``), kept apart: rebuilding the frozen row on every write
@@ -158,6 +160,15 @@ class MemoryStore(Store):
     async def compactions(self, session_id: str) -> list[CompactionRecord]:
         return list(self._compactions.get(session_id, []))
 
+    async def record_turn_error(self, record: TurnError, *, fence: str | None = None) -> None:
+        self._check_fence(record.session_id, fence)
+        errors = self._errors.setdefault(record.session_id, [])
+        if all(e.interaction_id != record.interaction_id for e in errors):  # once per turn, as in SQL
+            errors.append(record)
+
+    async def turn_errors(self, session_id: str) -> list[TurnError]:
+        return list(self._errors.get(session_id, []))
+
     async def finish_step(
         self,
         session_id: str,
@@ -232,6 +243,7 @@ class MemoryStore(Store):
                 self._calls,
                 self._steps,
                 self._compactions,
+                self._errors,
                 self._locks,
                 self._touched,
             ):
@@ -250,6 +262,8 @@ class MemoryStore(Store):
         for key in [k for k in calls if k[0] in dropped]:
             del calls[key]
         self._steps[session_id] = [s for s in self._steps.get(session_id, []) if s.message_id not in dropped]
+        # the errors of the dropped turns go with them (they ended after the cut)
+        self._errors[session_id] = [e for e in self._errors.get(session_id, []) if e.created_at < since]
         for sub in [
             s.id
             for s in self._sessions.values()
@@ -262,6 +276,7 @@ class MemoryStore(Store):
                 self._steps,
                 self._locks,
                 self._compactions,
+                self._errors,
             ):
                 table.pop(sub, None)
         self._touch(session_id)

@@ -99,6 +99,47 @@ class CompactionRecord:
     created_at: float = 0.0
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnError:
+    """The error that ended a turn, kept with it so a reloaded conversation still shows it (never sent to a
+    model: it is no message)."""
+
+    session_id: str
+    interaction_id: str
+    """The turn (interaction) it ended: one error per turn."""
+    error_type: str
+    """The exception's class name, e.g. ``ProviderHTTPError``."""
+    message: str
+    retryable: bool = False
+    """Whether asking again may succeed (e.g. a rate limit): the page offers Retry."""
+    provider: str | None = None
+    """The provider as configured (``ollama`` for ``ollama:llama3``) and the model's name."""
+    model: str | None = None
+    created_at: float = 0.0
+    """When the turn ended; it sits after the turn's messages and before the next turn's."""
+
+    @classmethod
+    def of(
+        cls,
+        error: BaseException,
+        session_id: str,
+        interaction_id: str,
+        provider: str | None,
+        model: str | None,
+    ) -> TurnError:
+        """The record of ``error``, which ends the turn ``interaction_id`` now."""
+        return cls(
+            session_id=session_id,
+            interaction_id=interaction_id,
+            error_type=type(error).__name__,
+            message=str(error),
+            retryable=bool(getattr(error, "retryable", False)),
+            provider=provider,
+            model=model,
+            created_at=time.time(),
+        )
+
+
 @fast_frozen_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallRecord:

@@ -108,6 +108,25 @@ tool_calls = sa.Table(
 )
 
 
+turn_errors = sa.Table(
+    "toolwire_turn_errors",
+    metadata,
+    # The error that ended a turn (store.records.TurnError): shown with the turn, never sent to a model.
+    sa.Column("id", _RowId, primary_key=True, autoincrement=True),
+    sa.Column(
+        "session_id", _ID, sa.ForeignKey(sessions.c.id, ondelete="CASCADE"), nullable=False, index=True
+    ),
+    sa.Column("interaction_id", _ID, nullable=False),
+    sa.Column("error_type", sa.String(255), nullable=False),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Column("retryable", sa.Boolean, nullable=False, default=False),
+    sa.Column("provider", sa.String(255), nullable=True),
+    sa.Column("model", sa.String(255), nullable=True),
+    sa.Column("created_at", _Timestamp, nullable=False),
+    # One per turn: a write retried after a lost acknowledgement is ignored.
+    sa.UniqueConstraint("session_id", "interaction_id", name="uq_toolwire_turn_errors_session_interaction"),
+)
+
 compactions = sa.Table(
     "toolwire_compactions",
     metadata,

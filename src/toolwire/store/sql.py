@@ -31,6 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from toolwire._text import without_nul
 from toolwire.errors import ConfigError, MissingExtraError, SessionBusyError, StoreError
 from toolwire.messages import Message, Usage
 from toolwire.store._locks import owner_is_dead
@@ -78,10 +79,11 @@ from toolwire.store.records import (
     StoredStep,
     ToolCallRecord,
     ToolCallRowStatus,
+    TurnError,
     check_owner,
 )
 from toolwire.store.replication import Replication
-from toolwire.store.schema import compactions, messages, metadata, sessions, tool_calls
+from toolwire.store.schema import compactions, messages, metadata, sessions, tool_calls, turn_errors
 
 T = TypeVar("T")
 
@@ -390,6 +392,23 @@ class SQLStore(Store):
         rows = await self._read("read compactions", lambda conn: conn.execute(query).all())
         return [compaction_from_row(row) for row in rows]
 
+    async def record_turn_error(self, record: TurnError, *, fence: str | None = None) -> None:
+        row = {f: getattr(record, f) for f in TurnError.__dataclass_fields__}
+        row["message"] = without_nul(record.message)  # PostgreSQL text holds no U+0000
+
+        def op(conn: sa.Connection) -> None:
+            touch(conn, record.session_id, fence=fence)
+            # One per turn: a retry after a lost acknowledgement writes nothing twice.
+            conn.execute(self._writer.insert_ignoring(turn_errors, ["session_id", "interaction_id"]), row)
+
+        await self._write("record a turn's error", op)
+
+    async def turn_errors(self, session_id: str) -> list[TurnError]:
+        columns = [turn_errors.c[f] for f in TurnError.__dataclass_fields__]
+        query = sa.select(*columns).where(turn_errors.c.session_id == session_id).order_by(turn_errors.c.id)
+        rows = await self._read("read turn errors", lambda conn: conn.execute(query).all())
+        return [TurnError(**row._asdict()) for row in rows]
+
     async def mark_interrupted(self, session_id: str, calls: Sequence[CallKey]) -> None:
         if not calls:
             return
@@ -495,6 +514,7 @@ class SQLStore(Store):
                     raise SessionBusyError(f"session {session_id} is busy with a run")
             ids = [row.id for row in rows]
             conn.execute(sa.delete(compactions).where(compactions.c.session_id.in_(ids)))
+            conn.execute(sa.delete(turn_errors).where(turn_errors.c.session_id.in_(ids)))
             conn.execute(sa.delete(tool_calls).where(tool_calls.c.session_id.in_(ids)))
             conn.execute(sa.delete(messages).where(messages.c.session_id.in_(ids)))
             conn.execute(sa.delete(sessions).where(sessions.c.id.in_(ids)))
@@ -523,6 +543,12 @@ class SQLStore(Store):
                 )
             )
             conn.execute(sa.delete(messages).where(cut))
+            # The errors of the dropped turns go with them (they ended after the cut).
+            conn.execute(
+                sa.delete(turn_errors).where(
+                    turn_errors.c.session_id == session_id, turn_errors.c.created_at >= row.created_at
+                )
+            )
             subs = sa.select(sessions.c.id).where(
                 sessions.c.user_session_id == session_id,
                 sessions.c.id != session_id,
@@ -531,6 +557,7 @@ class SQLStore(Store):
             sub_ids = [r.id for r in conn.execute(subs).all()]
             if sub_ids:
                 conn.execute(sa.delete(compactions).where(compactions.c.session_id.in_(sub_ids)))
+                conn.execute(sa.delete(turn_errors).where(turn_errors.c.session_id.in_(sub_ids)))
                 conn.execute(sa.delete(tool_calls).where(tool_calls.c.session_id.in_(sub_ids)))
                 conn.execute(sa.delete(messages).where(messages.c.session_id.in_(sub_ids)))
                 conn.execute(sa.delete(sessions).where(sessions.c.id.in_(sub_ids)))

@@ -39,25 +39,27 @@ export async function open(sessionId, { fresh = false } = {}) {
     const created = await api("api/sessions", { method: "POST", body: JSON.stringify({ session_id: sessionId }) });
     if (generation !== view.generation) return;
     if (created.status !== 201) return status(`cannot open ${sessionId}: ${errorText(created)}`);
-    loaded = { status: 200, body: { messages: [], parents: {}, last_seq: {}, cursor: created.body.cursor } };
+    loaded = { status: 200, body: { messages: [], parents: {}, last_seq: {}, cursor: created.body.cursor, errors: [], agents: {} } };
   }
   if (loaded.status !== 200) {
     clearTranscript();
     return status(`cannot load ${sessionId}: ${errorText(loaded)}`);
   }
-  const { messages, parents, last_seq: lastSeq, cursor, running, awaiting } = loaded.body;
+  const { messages, parents, last_seq: lastSeq, cursor, running, awaiting, errors, agents } = loaded.body;
   // A paused run's calls wait for a person: shown (with Approve / Deny) as the live events showed them.
   // No run in progress (none, or a paused one): the last interaction-end was published (rule 4's flush).
   const ended = !running;
+  for (const a of awaiting || []) if (a.parameters) view.schemas.set(`${a.session_id}\u0000${a.tool_call_id}`, a.parameters);
   const transcript = Transcript.fromHistory(messages, { parents, lastSeq, awaiting: awaiting || [], ended });
   view.transcript = transcript;
-  nameSubAgentsFromHistory(messages, parents || {});
+  nameSubAgentsFromHistory(messages, parents || {}, agents || {});
   const first = messages.find((m) => m.role === "user" && m.session_id === sessionId);
   if (first) rememberTitle(sessionId, (first.parts || []).filter((p) => p.type === "text").map((p) => p.text).join(" "));
   view.busy = !!running;
   view.awaiting = !!running;
   notice("");
   rebuild();
+  drawStoredErrors(errors || [], messages);
   renderTitle();
   transcript.subscribe((change) => changed(transcript, change));
   listen(sessionId, cursor, generation);
@@ -97,6 +99,7 @@ function listen(sessionId, cursor, generation) {
     }
     if (event.type === "stream-reset") return void open(sessionId); // cannot resume from our cursor
     if (event.type === "session-deleted") return void deletedElsewhere(sessionId, source);
+    if (event.type === "tool-call-awaiting" && event.parameters) view.schemas.set(`${event.session_id}\u0000${event.tool_call_id}`, event.parameters);
     view.transcript.apply(event);
     follow(event);
   };
@@ -188,13 +191,40 @@ function describeFailover(event) {
   view.updated.add(index);
 }
 
+// The run's provider as configured (`ollama:llama3`, not the wire's `openai`) when the error names it.
+function failedText(error, fallbackModel = "") {
+  const named = error.model ? `${error.provider ? `${error.provider}:` : ""}${error.model}` : fallbackModel;
+  return `The answer failed${named ? ` (model ${named})` : ""}: ${error.message || error.error_type}`;
+}
+
 function describeError(event) {
   const [index, note] = latestNote(event.session_id);
   if (!note) return;
-  const model = view.model ? ` (model ${view.model})` : "";
-  const prompt = lastPrompt();
-  view.noteText.set(note.id, { text: `The answer failed${model}: ${event.message || event.error_type}`, kind: "error", prompt, retryable: !!event.retryable });
+  view.noteText.set(note.id, { text: failedText(event, view.model), kind: "error", prompt: lastPrompt(), retryable: !!event.retryable });
   view.updated.add(index);
+}
+
+// A turn's error is stored with it (`errors` of GET .../messages): after a reload it is drawn as the live note
+// was (with Retry, which puts that turn's prompt back), after the turn's messages and before the next prompt.
+function drawStoredErrors(errors, messages) {
+  const created = new Map(messages.map((m) => [`${m.session_id}\u0000${m.id}`, m.created_at]));
+  const prompts = [];
+  view.transcript.messages.forEach((m, index) => {
+    const at = created.get(`${m.session_id}\u0000${m.source_id}`);
+    if (m.role === "user" && m.session_id === view.sessionId && at !== undefined) prompts.push({ m, index, at });
+  });
+  for (const error of errors) {
+    if (error.session_id !== view.sessionId) continue;
+    const asked = prompts.filter((p) => p.at <= error.created_at).pop();
+    const next = prompts.find((p) => p.at > error.created_at);
+    const bubble = element("div", { class: "message", "data-testid": "message", "data-role": "system", "data-level": "error", "data-session": view.sessionId });
+    bubble.append(renderNote(null, { text: failedText(error), kind: "error", prompt: asked ? asked.m.text : "", retryable: !!error.retryable }));
+    const item = element("li", { class: "entry", "data-role": "system", "data-testid": "stored-error" });
+    item.append(element("span", { class: "sr-only" }, "Error: "), bubble);
+    const anchor = next ? view.bubbles.get(next.index)?.parentElement : null;
+    if (anchor) anchor.before(item);
+    else $("transcript").append(item);
+  }
 }
 
 function lastPrompt() {

@@ -20,7 +20,9 @@ export function renderGroupName(summary, sessionId) {
 // After a reload no interaction-start names the sub-agents: each is named after the caller's call that
 // started it, the one of the caller's latest message whose string argument is the sub-agent's task (its
 // first user message: `as_tool` passes `task`), or the only call of that message.
-export function nameSubAgentsFromHistory(messages, parents) {
+export function nameSubAgentsFromHistory(messages, parents, agents = {}) {
+  // The sub-agents' own names, as stored (`agents` of GET .../messages); guessed from the calls otherwise.
+  for (const [sessionId, name] of Object.entries(agents)) if (name) view.agents.set(sessionId, name);
   const latest = new Map(); // session id -> its latest assistant message so far
   for (const message of messages) {
     const sessionId = message.session_id;
@@ -310,35 +312,70 @@ export async function runClientTools() {
   answer(body, "");
 }
 
-// The generic form of a client tool the page has no handler for: one field per argument the model gave
-// (its JSON type picks the input), prefilled with the model's values; Send returns the values as the
-// call's output, Cancel answers {failed: "cancelled by the user"}.
+// The generic form of a client tool the page has no handler for. With the tool's parameters schema (on its
+// tool-call-awaiting event and in the history's awaiting entries): one field per property, its JSON type
+// picking the input (an enum a select), required ones marked, prefilled with the model's values. Without
+// one: a field per argument the model gave, typed by its value. Send returns the values as the call's
+// output, Cancel answers {failed: "cancelled by the user"}.
+function fieldKind(prop, value) {
+  const declared = Array.isArray(prop?.type) ? prop.type.find((t) => t !== "null") : prop?.type;
+  if (prop?.enum) return "enum";
+  if (declared === "integer") return "number";
+  if (["boolean", "number", "string"].includes(declared)) return declared;
+  if (declared) return "json";
+  return typeof value === "boolean" || typeof value === "number" || typeof value === "string" ? typeof value : "json";
+}
+
+function fieldInput(id, kind, prop, value) {
+  if (kind === "boolean") {
+    const input = element("input", { id, type: "checkbox" });
+    input.checked = !!value;
+    return input;
+  }
+  if (kind === "enum") {
+    const input = element("select", { id });
+    for (const option of prop.enum) input.append(element("option", { value: JSON.stringify(option) }, String(option)));
+    if (value !== undefined) input.value = JSON.stringify(value);
+    return input;
+  }
+  if (kind === "number") {
+    const input = element("input", { id, type: "number", step: prop?.type === "integer" ? "1" : "any" });
+    input.value = value === undefined || value === null ? "" : String(value);
+    return input;
+  }
+  if (kind === "string") {
+    const text = typeof value === "string" ? value : "";
+    const input = element(text.length > 60 ? "textarea" : "input", { id, type: text.length > 60 ? null : "text" });
+    input.value = text;
+    return input;
+  }
+  const input = element("textarea", { id, class: "json-field" });
+  input.value = value === undefined ? "" : JSON.stringify(value, null, 2);
+  return input;
+}
+
 function clientToolForm(n) {
   const info = view.transcript.callInfo(n.session_id, n.tool_call_id) || {};
   const args = info.args && typeof info.args === "object" ? info.args : {};
+  const schema = view.schemas.get(callKeyOf(n));
+  const properties = schema && schema.properties && typeof schema.properties === "object" ? schema.properties : null;
+  const required = new Set(Array.isArray(schema?.required) ? schema.required : []);
+  const wanted = properties
+    ? Object.entries(properties).map(([name, prop]) => [name, prop || {}, name in args ? args[name] : prop?.default])
+    : Object.entries(args).map(([name, value]) => [name, null, value]);
   const form = element("form", { class: "client-tool-form", "data-testid": "client-tool-form", "data-tool-call-id": n.tool_call_id });
   const fields = [];
-  for (const [name, value] of Object.entries(args)) {
+  for (const [name, prop, value] of wanted) {
     const id = `ct-${n.tool_call_id}-${name}`.replace(/[^\w-]/g, "_");
-    const label = element("label", { for: id }, name);
-    let input;
-    if (typeof value === "boolean") {
-      input = element("input", { id, type: "checkbox" });
-      input.checked = value;
-    } else if (typeof value === "number") {
-      input = element("input", { id, type: "number", step: "any" });
-      input.value = String(value);
-    } else if (typeof value === "string") {
-      input = element(value.length > 60 ? "textarea" : "input", { id, type: value.length > 60 ? null : "text" });
-      input.value = value;
-    } else {
-      input = element("textarea", { id, class: "json-field" });
-      input.value = JSON.stringify(value, null, 2);
-    }
+    const kind = fieldKind(prop, value);
+    const label = element("label", { for: id }, prop?.title || name);
+    const input = fieldInput(id, kind, prop, value);
+    if (required.has(name) && kind !== "boolean") input.required = true;
+    if (prop?.description) input.setAttribute("aria-description", prop.description);
     const row = element("div", { class: "field" });
     row.append(label, input);
     form.append(row);
-    fields.push([name, value, input]);
+    fields.push([name, kind, input, !properties || required.has(name)]);
   }
   if (!fields.length) {
     const id = `ct-${n.tool_call_id}-answer`.replace(/[^\w-]/g, "_");
@@ -346,7 +383,7 @@ function clientToolForm(n) {
     const input = element("input", { id, type: "text" });
     row.append(element("label", { for: id }, "Answer"), input);
     form.append(row);
-    fields.push([null, "", input]);
+    fields.push([null, "string", input, true]);
   }
   const error = element("div", { class: "field-error", role: "alert" });
   const send = element("button", { type: "submit", class: "primary", "data-testid": "client-tool-send" }, "Send");
@@ -357,11 +394,12 @@ function clientToolForm(n) {
   form.addEventListener("submit", (e) => {
     e.preventDefault();
     let output = {};
-    for (const [name, original, input] of fields) {
+    for (const [name, kind, input, needed] of fields) {
+      if (kind !== "boolean" && input.value === "" && !needed) continue; // an optional field left empty
       let value;
-      if (typeof original === "boolean") value = input.checked;
-      else if (typeof original === "number") value = input.value === "" ? null : Number(input.value);
-      else if (typeof original === "string") value = input.value;
+      if (kind === "boolean") value = input.checked;
+      else if (kind === "number") value = input.value === "" ? null : Number(input.value);
+      else if (kind === "string") value = input.value;
       else {
         try {
           value = JSON.parse(input.value);

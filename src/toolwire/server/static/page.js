@@ -24,6 +24,7 @@ export const view = {
   running: new Set(), // tool calls whose start was read aloud
   cards: new Map(), // session id + call id -> the card of a call not finished yet (pending, running, waiting)
   openCards: new Set(), // finished cards the person expanded, kept open when their bubble is drawn again
+  schemas: new Map(), // session id + call id -> a waiting client tool's parameters schema (its form is built from it)
   agents: new Map(), // session id -> the sub-agent's name (its interaction-start), or the tool that started it
   noteText: new Map(), // system bubble id -> how the page words it (failover, error with Retry)
   model: "", // the model of the conversation's current run, as its interaction-start names it
