@@ -157,10 +157,8 @@ class StepRecorder:
         if error is not None:
             # Kept with its turn by release(), before the end is announced.
             turn = self._turn_error = TurnError.of(error, self.session.id, self.interaction_id, *self._model)
-            fields = {
-                f: getattr(turn, f) for f in ("error_type", "message", "retryable", "provider", "model")
-            }
-            ending.append(self.event(ErrorEvent, **fields))
+            shown = ("error_type", "message", "retryable", "provider", "model")
+            ending.append(self.event(ErrorEvent, **{f: getattr(turn, f) for f in shown}))
         ending.append(
             self.event(
                 InteractionEnd,
@@ -398,9 +396,8 @@ class StepRecorder:
         await self._durably(lambda: self.store.begin_step(record, fence=self._lock_owner))
 
     async def complete_call(self, completion: CallCompletion, *, durable: bool = True) -> None:
-        """One call's row: its outcome (or ``pending`` again, for an answered call about to run).
-        ``durable=False``: one attempt (a run that is ending records what it can; history repair does
-        the rest)."""
+        """One call's row: its outcome (or ``pending`` again); ``durable=False``: one attempt (a run that is
+        ending records what it can; history repair does the rest)."""
         write = functools.partial(
             self.store.complete_tool_call,
             self.session.id,

@@ -280,7 +280,7 @@ class StepRun:
                 )
             case CallFinished():
                 outcome = item.outcome
-                if outcome.status in AWAITING or any(o is outcome for o in self._unwritten):
+                if outcome.status in AWAITING or outcome in self._unwritten:  # announced by the end
                     return None
                 return self._complete_event(outcome)
             case Unnumbered():
