@@ -41,6 +41,7 @@ async def test_a_failed_turn_keeps_its_error_naming_the_configured_provider(
             events.append(event)
     error = next(e for e in events if isinstance(e, ErrorEvent))
     assert (error.provider, error.model) == ("ollama", "llama3")  # not "openai:llama3"
+    assert error.message.startswith("ollama:llama3 ")  # the provider's error names it as configured too
     [stored] = await store.turn_errors("s")
     assert (stored.error_type, stored.message, stored.retryable) == (
         "ProviderHTTPError",

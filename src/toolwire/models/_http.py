@@ -324,7 +324,7 @@ class HTTPModel(Model):
             self._client(),
             "POST",
             exchange.url,
-            provider=self.provider,
+            provider=self.configured_provider,  # as the user named it (ollama:, groq:)
             model=self.model_name,
             json_body=json_body,
             content=content,
@@ -435,7 +435,9 @@ class HTTPModel(Model):
         return event
 
     def _protocol_error(self, message: str, *, retryable: bool = False) -> StreamError:
-        return protocol_error(message, provider=self.provider, model=self.model_name, retryable=retryable)
+        return protocol_error(
+            message, provider=self.configured_provider, model=self.model_name, retryable=retryable
+        )
 
 
 __all__ = [
