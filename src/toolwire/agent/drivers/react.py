@@ -168,6 +168,7 @@ class ReActDriver(Driver):
                 yield Finish(reason=reason, usage=state.usage)
                 return
             if outcome.timed_out:
+                yield Finish(reason="error", usage=state.usage)  # the failed step is stored with its cost
                 raise DecisionTimeout(
                     f"no decision within {self.decision_timeout:g} s ({attempt} attempts)",
                     raw_output=outcome.text,
@@ -183,6 +184,9 @@ class ReActDriver(Driver):
                 )
             except DriverError as exc:
                 if attempt > self.max_retries:
+                    # The step failed, but its attempts were billed: it ends (reason "error", their usage)
+                    # so the model step stores it as a failure step before the error ends the run.
+                    yield Finish(reason="error", usage=state.usage)
                     raise type(exc)(
                         f"no valid decision after {attempt} attempts: {exc.message}",
                         raw_output=exc.raw_output,
