@@ -1,5 +1,5 @@
 """What a ReAct step leaves behind beyond its decision: a step the driver gave up on is stored as a failure
-step (issue 28 item 5)."""
+step, and ``final_via_inference`` has the answer written by a call of its own (issue 28 item 5)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import pytest
 
 from tests.reliability.wire_checks import adapters, unanswered_calls
 from toolwire.agent.agent import Agent
+from toolwire.agent.drivers._react_final import ANSWER_INSTRUCTIONS
 from toolwire.agent.drivers.react import ReActDriver
 from toolwire.errors import DecisionExtractionFailed, DecisionValidationFailed, DriverError, ProviderHTTPError
-from toolwire.events import ErrorEvent, StepFinish
+from toolwire.events import ErrorEvent, StepFinish, TextDeltaEvent
 from toolwire.messages import TextPart, Usage
 from toolwire.models.scripted import ScriptedModel
 from toolwire.store.sql import SQLStore
@@ -83,3 +84,33 @@ async def test_the_failure_step_ends_the_run_with_the_usage_it_cost() -> None:
     assert error.error_type == "DecisionExtractionFailed"
     assert run.result is not None and run.result.status == "error"
     assert run.result.usage == ATTEMPT + ATTEMPT
+
+
+async def test_final_via_inference_writes_the_answer_in_a_call_of_its_own() -> None:
+    written = "TXN_9 is settled: the money left your account on Monday."
+    model = react_model(
+        '{"action": "lookup", "args": {"transaction_id": "TXN_9"}}',
+        '{"action": "final_answer", "answer": "settled"}',  # decided, never shown
+        written,  # the answer's own call: no grammar, plain text
+    )
+    driver = ReActDriver(examples=(), final_via_inference=True)
+    agent = Agent(model, tools=[lookup], driver=driver, instructions="Be brief.")
+    run = agent.stream("Status of TXN_9?", session_id="s")
+    events = [event async for event in run]
+    assert (
+        "".join(e.delta for e in events if isinstance(e, TextDeltaEvent)) == written
+    )  # streamed as the answer
+    assert run.result is not None and run.result.output == written
+    assert run.result.usage == ATTEMPT + ATTEMPT + ATTEMPT  # the step cost its decision and the answer's call
+    decided, answering = model.requests[1].request, model.requests[2].request
+    assert decided.output_schema is not None
+    assert answering.output_schema is None and not answering.tools
+    assert answering.instructions == f"Be brief.\n\n{ANSWER_INSTRUCTIONS}"
+    # The whole conversation, as prose: the call and its observation, no decision JSON to imitate.
+    assert [(m.role, m.text) for m in answering.messages] == [
+        ("user", "Status of TXN_9?"),
+        ("assistant", '(I called lookup with {"transaction_id": "TXN_9"}.)'),
+        ("user", 'Observation from lookup: {"transaction_id": "TXN_9", "status": "settled"}'),
+    ]
+    store = await agent.get_store()
+    assert (await store.load_history("s"))[-1].text == written
