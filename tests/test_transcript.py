@@ -135,6 +135,7 @@ def _resumed(scenario: dict[str, Any]) -> Transcript:
         parents=scenario.get("parents"),
         awaiting=_awaiting(scenario.get("awaiting")),
         ended=scenario.get("ended", False),
+        titles=scenario.get("titles"),
     )
 
 
@@ -162,6 +163,7 @@ def test_there_are_scenarios_for_every_required_case() -> None:
         "reused_call_ids",
         "turn_ending_without_text",
         "paused_step_shows_what_ran",
+        "session_renamed",
     } <= names
 
 
@@ -763,3 +765,19 @@ def test_an_agent_c_history_event_rebuilds_the_sessions_tool_calls(vendor: str, 
         resumed.apply_all(from_agent_c(raw, timestamp=1.0))
     texts = [m.text for m in resumed.messages]
     assert texts[-2:] == ["Thanks", "You're welcome."] and texts[:-2] == [t for _, t, _ in shown(live)]
+
+
+def test_a_rename_sets_the_session_title_live_and_a_rebuilt_transcript_takes_the_stored_one() -> None:
+    scenario = _load(GOLDEN / "session_renamed.json")
+    events = _events(scenario)
+    transcript = Transcript()
+    transcript.apply_all(events[:7])  # a tool renamed the session during the run
+    assert transcript.sessions["S"].title == "Trip to Lisbon"
+    assert [m.role for m in transcript.messages] == ["user", "assistant"]  # no bubble for it
+    transcript.apply_all(events[7:])  # renamed again after the run (PATCH, the CLI): the latest wins
+    assert transcript.sessions["S"].title == "Lisbon in May"
+    rebuilt = Transcript.from_history(
+        _history(scenario["history"]), titles={"S": "Lisbon in May", "gone": "Not here"}
+    )
+    assert {sid: s.title for sid, s in rebuilt.sessions.items()} == {"S": "Lisbon in May"}
+    assert Transcript.from_history(_history(scenario["history"])).sessions["S"].title is None

@@ -26,7 +26,13 @@ from toolwire.agent.config import RunConfig
 from toolwire.agent.drivers import Driver, StepState
 from toolwire.agent.drivers._default import default_driver
 from toolwire.agent.output import OutputPolicy
-from toolwire.errors import ContextLengthExceeded, ProviderError, ProviderProtocolError, StepAborted
+from toolwire.errors import (
+    ContextLengthExceeded,
+    DriverError,
+    ProviderError,
+    ProviderProtocolError,
+    StepAborted,
+)
 from toolwire.events import (
     AgentEvent,
     FailoverEvent,
@@ -101,6 +107,9 @@ class ModelStep:
         """The tools' own titles, for calls whose provider gave none (no lookup per part without any)."""
         # The default compiler sends the history as it is: skip building its state on every step.
         self._compiles = type(config.driver).compile_messages is not Driver.compile_messages
+        self.failure: DriverError | None = None
+        """Why the driver gave up on the step being asked (no valid decision), after it ended the step
+        with reason ``error`` and the usage it cost: the loop stores the step, then :meth:`raise_failure`."""
         self._drivers: dict[int, Driver] = {}
         """Drivers of a FallbackModel's candidates that need another than the agent's (a model without
         function calling among tool-calling ones): one per model for the whole run, as the agent's is
@@ -115,11 +124,17 @@ class ModelStep:
         what the failed attempt streamed is dropped (the ``failover`` event says so) and never stored.
         """
         model = self._step_model or self._config.model
+        self.failure = None
         if self._step_model is not None:  # prepare_step chose the step's model
             builder.provider, builder.model = model.provider, model.model_name
         if isinstance(model, FallbackModel):
             return self._failing_over(model, request, builder, message_id, step)
         return self._attempts(model, request, builder, message_id, step)  # no generator layer per event
+
+    def raise_failure(self) -> None:
+        """Once the step is stored (reason ``error``, its usage): the driver's failure ends the run."""
+        if self.failure is not None:
+            raise self.failure
 
     async def prepare(
         self, tools: list[ToolDefinition], history: Sequence[Message], step: int
@@ -256,6 +271,10 @@ class ModelStep:
                         yield event
                 self._answered(model, request, builder, limiter)
                 return
+            except DriverError as exc:
+                self._gave_up(exc, builder)
+                self._answered(model, request, builder, limiter)
+                return
             except ContextLengthExceeded as refusal:
                 # Too long after all (an estimate short of the provider's count, or an unknown window the
                 # error just taught): compacted to fit, and asked once more. A FallbackModel first tries
@@ -280,6 +299,13 @@ class ModelStep:
                 attempt += 1
                 builder.reset()
                 await asyncio.sleep(delay)
+
+    def _gave_up(self, exc: DriverError, builder: MessageBuilder) -> None:
+        """The driver gave up on the step: kept for :meth:`raise_failure` when the driver ended the step
+        first (reason ``error``, its usage: the loop stores it), else raised now (nothing to store)."""
+        if builder.finish is None or builder.finish.reason != "error":
+            raise exc
+        self.failure = exc
 
     async def _begin_attempt(self, limiter: Any) -> None:
         """Before each attempt: no partial output of an earlier one counts; the model's rate limit is kept."""

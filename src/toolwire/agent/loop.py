@@ -5,9 +5,8 @@ run, or answer the calls a paused run left waiting (:mod:`~toolwire.agent._resum
 then step until done or until calls wait for a person (the run pauses); then close. A step streams one model
 call as events (:mod:`~toolwire.agent._model_step`), and its calls are recorded, run and finished by a
 :class:`~toolwire.agent._step.StepRun`; the run then decides whether it is done (``OutputPolicy`` when there
-is an output type). Every store write goes through the run's
-:class:`~toolwire.agent._recorder.StepRecorder`: persistence happens there and nowhere else, whatever the
-provider or driver. This module keeps only the run's sequence.
+is an output type). Every store write goes through the run's :class:`~toolwire.agent._recorder.StepRecorder`:
+persistence happens there and nowhere else, whatever the provider or driver. Only the run's sequence is here.
 """
 
 from __future__ import annotations
@@ -218,6 +217,7 @@ class AgentRun(Generic[OutputT]):
                 async with aclosing(concluding):
                     async for event in concluding:
                         yield event
+                model_step.raise_failure()  # a step the driver gave up on is stored, then ends the run
                 if not ledger.done:  # else calls wait for a person: the run pauses
                     for event in await self._decide(scope, step, accepted, output_errors):
                         yield event

@@ -180,7 +180,9 @@ def _parser() -> argparse.ArgumentParser:
     demo = command("demo", "_turns:demo", "the support-desk demo: two questions, one session")
     agent_options(demo)
 
-    sessions = sub.add_parser("sessions", help="list, show and delete stored sessions", parents=[common])
+    sessions = sub.add_parser(
+        "sessions", help="list, show, rename and delete stored sessions", parents=[common]
+    )
     ssub = sessions.add_subparsers(dest="sessions_command", required=True)
     slist = ssub.add_parser("list", help="list sessions: title, last update, message count", parents=[common])
     slist.add_argument("--store", help=STORE_HELP)
@@ -195,6 +197,11 @@ def _parser() -> argparse.ArgumentParser:
     sdelete.add_argument("--store", help=STORE_HELP)
     sdelete.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     sdelete.set_defaults(handler="_sessions:delete_session")
+    srename = ssub.add_parser("rename", help="rename a session (live watchers see it)", parents=[common])
+    srename.add_argument("session_id")
+    srename.add_argument("title")
+    srename.add_argument("--store", help=STORE_HELP)
+    srename.set_defaults(handler="_sessions:rename_session")
 
     command("models", "_models:list_models", "list providers: base URL, key variable, whether it is set")
 

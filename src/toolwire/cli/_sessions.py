@@ -1,4 +1,4 @@
-"""``toolwire sessions list|show|delete``. Reading never creates a database: a SQLite file that does not
+"""``toolwire sessions list|show|rename|delete``. Reading never creates a database: a SQLite file that does not
 exist holds no sessions, and is left not existing."""
 
 from __future__ import annotations
@@ -11,11 +11,14 @@ from pathlib import Path
 
 from rich.text import Text
 
+from toolwire._text import session_title
 from toolwire.cli._output import clip, console, read_line, render_transcript
 from toolwire.errors import ToolwireError
 from toolwire.messages import Message, Usage
 from toolwire.pricing import total_cost
 from toolwire.store import DEFAULT_URL, SessionInfo, SessionReader, Store, open_store
+from toolwire.store._rename import log_rename
+from toolwire.store._rename import rename_session as _rename
 from toolwire.transcript import Transcript, merge_histories
 
 TITLE_CHARS = 60
@@ -188,6 +191,21 @@ async def delete_session(args: argparse.Namespace) -> int:
         if not await store.delete_session(info.id):  # deleted meanwhile
             raise _no_session(info.id, args.store)
         console.print(Text(f"deleted session {info.id}"), soft_wrap=True)
+    return 0
+
+
+async def rename_session(args: argparse.Namespace) -> int:
+    """The same rename as ``PATCH /api/sessions/{id}``: ONE numbered ``session-renamed`` event (refused
+    while a run holds the session), into the replicas' event log on PostgreSQL so live watchers see it."""
+    title = session_title(args.title)
+    if title is None:
+        raise ToolwireError("the title must not be blank nor contain U+0000")
+    async with _stored_session(args) as (store, info):
+        renamed = await _rename(store, info.id, title)
+        if renamed is None:  # deleted meanwhile
+            raise _no_session(info.id, args.store)
+        await log_rename(store, renamed)
+        console.print(Text(f"renamed session {info.id}: {title}"), soft_wrap=True)
     return 0
 
 

@@ -8,13 +8,19 @@ rename from a tool inside the run instead), stores the title, raises ``last_seq`
 event with that number, for the caller to publish. The next run numbers after it. The lock is held for
 three short writes; its owner names this process, so a lock left by a killed process is reclaimed at once
 (elsewhere it expires after :data:`RENAME_LOCK_TTL`).
+
+A server publishes the event through its hub. A rename from no server (the CLI) writes it into the replicas'
+shared event log itself (:func:`log_rename`, PostgreSQL), which is where every replica's watchers read it;
+a store without one (SQLite) has no other process watching live: servers read the title on their next read.
 """
 
 from __future__ import annotations
 
+import json
+import time
 from uuid import uuid4
 
-from toolwire.events import SessionRenamed
+from toolwire.events import SessionRenamed, event_to_dict
 from toolwire.store._locks import lock_owner
 from toolwire.store.base import Store
 
@@ -45,3 +51,32 @@ async def rename_session(store: Store, session_id: str, title: str) -> SessionRe
         seq=seq,
         title=title,
     )
+
+
+async def log_rename(store: Store, event: SessionRenamed) -> bool:
+    """Write ``event`` (from :func:`rename_session`, outside any server) into the replicas' shared event log,
+    on the streams of its session and each ancestor in its conversation's incarnation, as a server's hub
+    would: every live watcher on every replica receives it. ``False`` when the store has no shared log."""
+    replication = store.replication()
+    if replication is None:
+        return False
+    from toolwire.store.event_log import EventLog, LogRow  # only PostgreSQL stores get here
+
+    streams, parent = [event.session_id], event.parent_session_id
+    while parent and parent not in streams:  # the streams a sub-agent session's events also reach
+        streams.append(parent)
+        info = await store.get_session(parent)
+        parent = info.parent_session_id if info is not None else None
+    root = await store.get_session(event.user_session_id or event.session_id)
+    if root is None:  # deleted meanwhile: nobody watches it any more
+        return False
+    log = EventLog(replication.engine)
+    await log.create()  # learns the channel the replicas listen on
+    body = json.dumps(event_to_dict(event), separators=(",", ":"))
+    rows = [LogRow(s, event.session_id, root.incarnation, event.seq, body) for s in streams]
+    conn, driver = await log.dedicated()
+    try:
+        await log.insert(driver, rows, time.time())
+    finally:
+        await conn.close()
+    return True

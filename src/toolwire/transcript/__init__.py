@@ -166,6 +166,7 @@ class Transcript:
         last_seq: Mapping[str, int] | None = None,
         awaiting: Mapping[tuple[str, str], AwaitingKind] | None = None,
         ended: bool = False,
+        titles: Mapping[str, str | None] | None = None,
         on_change: Listener | None = None,
     ) -> Transcript:
         """Rebuild the transcript a live stream would have produced, from stored messages (resume).
@@ -180,11 +181,12 @@ class Transcript:
         ``{(r.session_id, r.tool_call_id): r.awaiting for r in rows if r.awaiting}``): those calls show as
         ``tool-call-awaiting`` showed them. ``ended=True`` says no run is in progress (none, or a paused
         one: the last ``interaction-end`` was published): calls of that turn still waiting for an answer
-        bubble get their own, as the live transcript gave them at that end (rule 4).
+        bubble get their own, as the live transcript gave them at that end (rule 4). ``titles`` maps
+        session id to its stored title (the sessions table's), which ``session-renamed`` events keep live.
         """
         transcript = cls(on_change=on_change)
         transcript._rules.restore(
-            messages, parents=parents, last_seq=last_seq, awaiting=awaiting, ended=ended
+            messages, parents=parents, last_seq=last_seq, awaiting=awaiting, ended=ended, titles=titles
         )
         return transcript
 

@@ -121,7 +121,9 @@ class Rules:
     def sessions(self) -> dict[str, TranscriptSession]:
         self._ops += len(self._sessions)
         return {
-            s.id: TranscriptSession(session_id=s.id, parent_session_id=s.parent, children=tuple(s.children))
+            s.id: TranscriptSession(
+                session_id=s.id, parent_session_id=s.parent, children=tuple(s.children), title=s.title
+            )
             for s in self._sessions.values()
             if s.id
         }
@@ -166,8 +168,8 @@ class Rules:
             case InteractionStart():
                 # This run answers, announces again or abandons what its sub-agents waited for.
                 self._clear_notifications("interaction-start", state.id, awaiting=True, below=True)
-            case StepFinish():
-                state.anon = None
+            case StepFinish() | SessionRenamed():
+                self._no_bubble(state, event)
             case SystemMessageEvent():
                 self._note(
                     state, "system", text=event.text, level=event.level, tool_call_id=event.tool_call_id
@@ -190,7 +192,6 @@ class Rules:
                 | ReasoningEndEvent()
                 | ToolInputDeltaEvent()
                 | CustomDataEvent()
-                | SessionRenamed()  # a title is the session list's, not a bubble
                 | OutputPartial()
                 | OutputAvailable()
                 | MessagePersisted()
@@ -198,6 +199,14 @@ class Rules:
                 pass  # registering the session (done in _enter) is all these need
             case _:
                 assert_never(event)
+
+    @staticmethod
+    def _no_bubble(state: SessionState, event: StepFinish | SessionRenamed) -> None:
+        """Events that change what a session is, not what it shows."""
+        if isinstance(event, SessionRenamed):
+            state.title = event.title  # the session's, not a bubble
+        else:
+            state.anon = None  # the step's text without message_id is closed
 
     def _tool_event(
         self,
@@ -818,8 +827,10 @@ class Rules:
         last_seq: Mapping[str, int] | None = None,
         awaiting: Mapping[tuple[str, str], AwaitingKind] | None = None,
         ended: bool = False,
+        titles: Mapping[str, str | None] | None = None,
     ) -> None:
         """Replay stored messages (all sessions, in the order they happened) through the live handlers;
+        ``titles``: the stored titles of the sessions seen (what their last ``session-renamed`` said);
         ``awaiting``: the calls a paused run left waiting, as ``tool-call-awaiting`` would show them;
         ``ended``: no run is in progress (none, or a paused one), so the last ``interaction-end`` was published."""
         parent_of = dict(parents or {})
@@ -856,6 +867,9 @@ class Rules:
         for session_id, seq in (last_seq or {}).items():
             state = self._register_chain(session_id, parent_of)
             state.high_seq = max(state.high_seq, seq)
+        for session_id, title in (titles or {}).items():
+            if (titled := self._sessions.get(session_id)) is not None:  # no session is made up for a title
+                titled.title = title
         for (session_id, tool_call_id), kind in (awaiting or {}).items():
             # The paused step is the session's last: its calls are the latest with their ids.
             state = self._register_chain(session_id, parent_of)

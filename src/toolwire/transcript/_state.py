@@ -118,6 +118,7 @@ class SessionState:
         "parent",
         "root",
         "root_version",
+        "title",
         "user_count",
         "user_session_id",
     )
@@ -139,6 +140,7 @@ class SessionState:
         """Bubbles opened for a turn's calls that found no answer bubble (rule 4): ``{id}:calls:{k}``."""
         self.root = session_id
         self.root_version = -1
+        self.title: str | None = None
 
 
 class ChangeStream:

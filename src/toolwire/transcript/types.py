@@ -114,6 +114,8 @@ class TranscriptSession:
     session_id: str
     parent_session_id: str | None = None
     children: tuple[str, ...] = ()
+    title: str | None = None
+    """The latest ``session-renamed`` title (``None``: none seen; a rebuilt transcript takes the stored ones)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -227,6 +229,7 @@ def notification_to_dict(notification: ToolNotification) -> dict[str, Any]:
 def sessions_to_dict(sessions: tuple[TranscriptSession, ...]) -> dict[str, dict[str, Any]]:
     return {
         s.session_id: {"parent_session_id": s.parent_session_id, "children": list(s.children)}
+        | ({"title": s.title} if s.title is not None else {})
         for s in sessions
     }
 

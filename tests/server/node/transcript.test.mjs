@@ -69,7 +69,7 @@ for (const { file, data } of toolwire) {
   });
 
   test(`${file}: history rebuilds the same transcript`, () => {
-    const resumed = Transcript.fromHistory(data.history, { parents: data.parents, awaiting: data.awaiting, ended: !!data.ended });
+    const resumed = Transcript.fromHistory(data.history, { parents: data.parents, awaiting: data.awaiting, ended: !!data.ended, titles: data.titles });
     assert.deepEqual(messages(resumed), persistent(data.expected.messages));
     assert.deepEqual(notifications(resumed), data.resumed_notifications || []);
     assert.deepEqual(sessionsToDict(resumed.sessions), data.expected.sessions);
@@ -167,7 +167,8 @@ for case in json.load(sys.stdin):
         history = [MessageAdapter.validate_python(m) for m in case["history"]]
         awaiting = {(a["session_id"], a["tool_call_id"]): a["kind"] for a in case.get("awaiting") or []}
         t = Transcript.from_history(history, parents=case["parents"], last_seq=case["last_seq"],
-                                    awaiting=awaiting, ended=case["ended"], on_change=changes.append)
+                                    awaiting=awaiting, ended=case["ended"], titles=case["titles"],
+                                    on_change=changes.append)
     for raw in case["events"]:
         t.apply(event_from_dict(raw))
     out.append(dump(t, changes))
@@ -216,7 +217,7 @@ function randomCase(seed) {
     const args = () => (r() < 0.3 ? {} : { q: pick(["x", "y"]), n: Math.floor(r() * 3) });
     switch (pick(["user", "text", "text", "text", "reasoning", "input-start", "input", "active", "active",
       "heartbeat", "progress", "complete", "complete", "complete", "end", "step", "system", "error", "media",
-      "start", "persisted", "awaiting", "resolved"])) {
+      "start", "persisted", "awaiting", "resolved", "renamed"])) {
       case "user": return { ...base, type: "user-turn-start", message: userMessage(sid) };
       case "text": return { ...base, type: "text-delta", id: "t", delta: pick(["a", "b ", "", "ç"]), message_id: pick(messageIds) };
       case "reasoning": return { ...base, type: "reasoning-delta", id: "r", delta: pick(["hm", ""]), message_id: pick(messageIds) };
@@ -234,6 +235,7 @@ function randomCase(seed) {
       case "start": return { ...base, type: "interaction-start", prompt: "p" };
       case "awaiting": return { ...base, type: "tool-call-awaiting", ...call(), args: args(), kind: pick(["approval", "output", "subagent"]) };
       case "resolved": return { ...base, type: "tool-call-resolved", ...call(), resolution: pick(["approved", "denied", "unanswered"]) };
+      case "renamed": return { ...base, type: "session-renamed", title: pick(["Trip", "Lisbon in May"]) };
       default: return { ...base, type: "message-persisted", message_id: pick(messageIds) || "m9", role: "assistant" };
     }
   };
@@ -264,8 +266,10 @@ function randomCase(seed) {
     const row = { session_id: pick(sessions), tool_call_id: pick(callIds), kind: pick(["approval", "output", "subagent"]) };
     if (!awaiting.some((a) => a.session_id === row.session_id && a.tool_call_id === row.tool_call_id)) awaiting.push(row);
   }
+  // Stored titles, one for a session no message names (no session is made up for it).
+  const titles = resumed && r() < 0.4 ? { [pick(sessions)]: "Stored", "Q.none": "Nobody" } : null;
   const events = Array.from({ length: 20 + Math.floor(r() * 60) }, event);
-  return { history, parents: resumed ? parents : null, last_seq: lastSeq, awaiting, ended: resumed && r() < 0.5, events };
+  return { history, parents: resumed ? parents : null, last_seq: lastSeq, awaiting, ended: resumed && r() < 0.5, titles, events };
 }
 
 function runJs(c) {
@@ -273,7 +277,7 @@ function runJs(c) {
   const onChange = (change) => changes.push(change);
   const t = c.history === null
     ? new Transcript({ onChange })
-    : Transcript.fromHistory(c.history, { parents: c.parents, lastSeq: c.last_seq, awaiting: c.awaiting, ended: c.ended, onChange });
+    : Transcript.fromHistory(c.history, { parents: c.parents, lastSeq: c.last_seq, awaiting: c.awaiting, ended: c.ended, titles: c.titles, onChange });
   t.applyAll(c.events);
   return {
     messages: messages(t),

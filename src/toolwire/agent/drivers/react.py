@@ -22,17 +22,20 @@ from typing import Any
 
 from toolwire.agent.drivers import Driver
 from toolwire.agent.drivers._react_examples import generated_examples
+from toolwire.agent.drivers._react_final import answer_parts, answer_request
 from toolwire.agent.drivers._react_grounded import grounded_decision_schema, grounded_examples
 from toolwire.agent.drivers._react_parse import (
     MAX_ANSWER_CHARS,
     MAX_THOUGHT_CHARS,
     AnswerStreamer,
+    Decision,
     FinalAnswer,
     RepeatedCall,
     calls_this_turn,
     decision_parts,
     decision_schema,
     parse_decision,
+    thought_parts,
 )
 from toolwire.agent.drivers._react_prompt import (
     DEFAULT_EXAMPLES,
@@ -79,7 +82,11 @@ class ReActDriver(Driver):
     grounded. ``thought`` adds an optional ``thought`` string before the choice in each decision (bounded
     by ``MAX_THOUGHT_CHARS``); a thought the model writes reaches clients and the store as reasoning.
     :meth:`decision_schema` is the hook that customises the decision. A reply that is not a valid decision
-    is announced (a ``system-message`` event, code ``decision-retry``) and asked again.
+    is announced (a ``system-message`` event, code ``decision-retry``) and asked again; after the last
+    retry the step ends with reason ``error`` and its usage (stored as a failure step), then raises.
+    ``final_via_inference``: when the decision is the final answer, a separate model call without grammar
+    writes it from the whole conversation (``_react_final``), streamed as the step's text; the decision's
+    own answer is not shown (a structured answer is not written that way).
 
     Bounds, so that no decision runs on: ``max_calls_per_turn`` tool calls per user message (then only an
     answer is allowed; None: no limit), ``max_decision_tokens`` per model call when the request sets no
@@ -102,6 +109,7 @@ class ReActDriver(Driver):
         decision_timeout: float | None = 120.0,
         grounded: bool = False,
         thought: bool = False,
+        final_via_inference: bool = False,
     ) -> None:
         if max_retries < 0:
             raise ConfigError("max_retries must be >= 0")
@@ -122,6 +130,7 @@ class ReActDriver(Driver):
         self.decision_timeout = decision_timeout
         self.grounded = grounded
         self.thought = thought
+        self.final_via_inference = final_via_inference
 
     async def stream_step(self, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamPart]:
         tools, allow_final = _allowed(request)
@@ -149,8 +158,10 @@ class ReActDriver(Driver):
             done.update(calls_this_turn(request.messages, whole=True))
         state = _StepState()
         deadline = None if self.decision_timeout is None else _now() + self.decision_timeout
+        # A structured answer (output_type) keeps its schema: only a text answer gets its own call.
+        via_inference = self.final_via_inference and answer_schema is None
         for attempt in range(1, self.max_retries + 2):
-            outcome = _Attempt(allow_final)
+            outcome = _Attempt(allow_final and not via_inference)  # the decision's answer is not shown then
             # aclosing: a consumer that stops early must stop the model now (the local model's generation
             # thread), not whenever the garbage collector finalizes the generators.
             async with aclosing(outcome.run(model, text_request, state, deadline)) as parts:
@@ -168,6 +179,7 @@ class ReActDriver(Driver):
                 yield Finish(reason=reason, usage=state.usage)
                 return
             if outcome.timed_out:
+                yield Finish(reason="error", usage=state.usage)  # the failed step is stored with its cost
                 raise DecisionTimeout(
                     f"no decision within {self.decision_timeout:g} s ({attempt} attempts)",
                     raw_output=outcome.text,
@@ -183,6 +195,9 @@ class ReActDriver(Driver):
                 )
             except DriverError as exc:
                 if attempt > self.max_retries:
+                    # The step failed, but its attempts were billed: it ends (reason "error", their usage)
+                    # so the model step stores it as a failure step before the error ends the run.
+                    yield Finish(reason="error", usage=state.usage)
                     raise type(exc)(
                         f"no valid decision after {attempt} attempts: {exc.message}",
                         raw_output=exc.raw_output,
@@ -206,12 +221,26 @@ class ReActDriver(Driver):
                     ),
                 )
                 continue
-            for part in decision_parts(decision):
-                yield part
-            yield Finish(
-                reason="stop" if isinstance(decision, FinalAnswer) else "tool-calls", usage=state.usage
-            )
+            async with aclosing(self._decided(model, request, decision, state.usage, via_inference)) as parts:
+                async for part in parts:
+                    yield part
             return
+
+    async def _decided(
+        self, model: Model, request: ModelRequest, decision: Decision, usage: Usage, via_inference: bool
+    ) -> AsyncGenerator[ModelStreamPart, None]:
+        """A valid decision's parts and the step's finish (``usage``: what its decisions cost); a final
+        answer ``via_inference`` is written by its own call."""
+        if via_inference and isinstance(decision, FinalAnswer):
+            for part in thought_parts(decision.thought):
+                yield part
+            async with aclosing(answer_parts(model, answer_request(request))) as answer:
+                async for part in answer:  # the step cost its decisions and the answer's call
+                    yield replace(part, usage=usage + part.usage) if isinstance(part, Finish) else part
+            return
+        for part in decision_parts(decision):
+            yield part
+        yield Finish(reason="stop" if isinstance(decision, FinalAnswer) else "tool-calls", usage=usage)
 
     def decision_schema(
         self,

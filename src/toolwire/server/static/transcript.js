@@ -58,6 +58,7 @@ class SessionState {
     this.userCount = 0;
     this.notes = 0;
     this.flushes = 0; // bubbles opened for a turn's calls that found no answer bubble (rule 4): {id}:calls:{k}
+    this.title = null; // the latest session-renamed title (a rebuilt transcript takes the stored ones)
   }
 }
 
@@ -121,7 +122,7 @@ export class Transcript {
   get sessions() {
     const out = {};
     for (const s of this._sessions.values()) {
-      if (s.id) out[s.id] = { session_id: s.id, parent_session_id: s.parent, children: [...s.children] };
+      if (s.id) out[s.id] = { session_id: s.id, parent_session_id: s.parent, children: [...s.children], title: s.title };
     }
     return out;
   }
@@ -195,6 +196,9 @@ export class Transcript {
         break;
       case "step-finish":
         state.anon = null;
+        break;
+      case "session-renamed": // a title is the session's, not a bubble
+        state.title = event.title ?? null;
         break;
       case "system-message":
         this._note(state, "system", { text: event.text || "", level: event.level || "info", toolCallId: event.tool_call_id ?? null });
@@ -664,7 +668,8 @@ export class Transcript {
 
   // `awaiting`: [{session_id, tool_call_id, kind}] of the calls a paused run left waiting. `ended`: no run is in
   // progress (none, or a paused one), so the last interaction-end was published (its waiting calls flush, rule 4).
-  static fromHistory(messages, { parents = null, lastSeq = null, awaiting = null, ended = false, onChange = undefined } = {}) {
+  // `titles`: session id -> its stored title (the sessions table's), which session-renamed events keep live.
+  static fromHistory(messages, { parents = null, lastSeq = null, awaiting = null, ended = false, titles = null, onChange = undefined } = {}) {
     const transcript = new Transcript({ onChange });
     const parentOf = { ...(parents || {}) };
     const last = new Map(messages.map((message, index) => [message.session_id || "", index]));
@@ -695,6 +700,10 @@ export class Transcript {
     for (const [sid, seq] of Object.entries(lastSeq || {})) {
       const state = transcript._registerChain(sid, parentOf);
       state.highSeq = Math.max(state.highSeq, seq);
+    }
+    for (const [sid, title] of Object.entries(titles || {})) {
+      const titled = transcript._sessions.get(sid); // no session is made up for a title
+      if (titled) titled.title = title;
     }
     for (const waiting of awaiting || []) {
       const state = transcript._registerChain(waiting.session_id, parentOf);
@@ -740,7 +749,10 @@ export function notificationToDict(n) {
 
 export function sessionsToDict(sessions) {
   const out = {};
-  for (const s of Object.values(sessions)) out[s.session_id] = { parent_session_id: s.parent_session_id, children: s.children };
+  for (const s of Object.values(sessions)) {
+    out[s.session_id] = { parent_session_id: s.parent_session_id, children: s.children };
+    if (s.title !== null && s.title !== undefined) out[s.session_id].title = s.title;
+  }
   return out;
 }
 
