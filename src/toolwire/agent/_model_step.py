@@ -99,6 +99,7 @@ class ModelStep:
         self._compactor = compactor
         """Keeps requests within the model's window (``None``: compaction off)."""
         self._budget = budget
+        self._window_known = compactor is not None and config.model.context_window is not None
         self._step_model: Model | None = None
         """The model ``prepare_step`` chose for the step being asked (``None``: the run's)."""
         self._failed: list[tuple[str | None, str | None, Usage]] = failed if failed is not None else []
@@ -109,7 +110,7 @@ class ModelStep:
         self._compiles = type(config.driver).compile_messages is not Driver.compile_messages
         self.failure: DriverError | None = None
         """Why the driver gave up on the step being asked (no valid decision), after it ended the step
-        with reason ``error`` and the usage it cost: the loop stores the step, then :meth:`raise_failure`."""
+        with reason ``error`` and the usage it cost: the loop stores the step, then raises :attr:`failure`."""
         self._drivers: dict[int, Driver] = {}
         """Drivers of a FallbackModel's candidates that need another than the agent's (a model without
         function calling among tool-calling ones): one per model for the whole run, as the agent's is
@@ -131,19 +132,15 @@ class ModelStep:
             return self._failing_over(model, request, builder, message_id, step)
         return self._attempts(model, request, builder, message_id, step)  # no generator layer per event
 
-    def raise_failure(self) -> None:
-        """Once the step is stored (reason ``error``, its usage): the driver's failure ends the run."""
-        if self.failure is not None:
-            raise self.failure
-
     async def prepare(
         self, tools: list[ToolDefinition], history: Sequence[Message], step: int
     ) -> tuple[ModelRequest, list[AgentEvent]]:
         """What step ``step`` sends, compacted to fit the model's window, and the events of a compaction."""
         request, events = self.request(tools, history, step), list[AgentEvent]()
         compactor, model = self._compactor, self._config.model
-        # (Per-step fast path: nothing stored to apply and no window to fit.)
-        if compactor is not None and (compactor.latest is not None or model.context_window is not None):
+        # Per-step fast path: nothing stored to apply and no window to fit (a window unknown when the run
+        # started is learned from a refusal, which compacts anyway: see _shortened).
+        if compactor is not None and (compactor.latest is not None or self._window_known):
             request, events = await compactor.fit(model, request, self._recorder)
         self._step_model = None
         if self._budget is not None:  # prepare_step may change the request and the model; limits checked
@@ -209,7 +206,7 @@ class ModelStep:
                 too_long = isinstance(error, ContextLengthExceeded) and not isinstance(exc, StepAborted)
                 if not queue and too_long and self._compactor is not None and not recovered:
                     # No model with a larger window is left: compacted to fit, and asked once more.
-                    recovered = True
+                    recovered = self._window_known = True
                     assert isinstance(error, ContextLengthExceeded)
                     request, events = await self._compactor.fit(model, request, self._recorder, refused=error)
                     for event in events:
@@ -301,7 +298,7 @@ class ModelStep:
                 await asyncio.sleep(delay)
 
     def _gave_up(self, exc: DriverError, builder: MessageBuilder) -> None:
-        """The driver gave up on the step: kept for :meth:`raise_failure` when the driver ended the step
+        """The driver gave up on the step: kept in :attr:`failure` when the driver ended the step
         first (reason ``error``, its usage: the loop stores it), else raised now (nothing to store)."""
         if builder.finish is None or builder.finish.reason != "error":
             raise exc
@@ -337,6 +334,7 @@ class ModelStep:
         once no model with a larger window is left)."""
         if self._compactor is None or isinstance(self._config.model, FallbackModel):
             return None
+        self._window_known = True  # the refusal taught it (or compaction goes by the refused size)
         return await self._compactor.fit(model, request, self._recorder, refused=refusal)
 
     def _driver_for(self, model: Model) -> Driver:

@@ -217,7 +217,8 @@ class AgentRun(Generic[OutputT]):
                 async with aclosing(concluding):
                     async for event in concluding:
                         yield event
-                model_step.raise_failure()  # a step the driver gave up on is stored, then ends the run
+                if model_step.failure is not None:  # a step the driver gave up on: stored, then the end
+                    raise model_step.failure
                 if not ledger.done:  # else calls wait for a person: the run pauses
                     for event in await self._decide(scope, step, accepted, output_errors):
                         yield event
