@@ -119,8 +119,9 @@ def _assert_log_bounded(server: Served, limit: int = 50_000) -> str:
 
 
 async def test_slow_loris_connections_do_not_stop_a_development_server(tmp_path: Path) -> None:
-    """150 unauthenticated slow connections against a cap of 40 and a 1 s header timeout."""
-    args = ("--max-connections", "40", "--header-timeout", "1")
+    """150 unauthenticated slow connections against a cap of 40 and a 3 s header timeout (long enough that a
+    connection closed at once, past the cap, is told from one closed at the timeout on a loaded machine)."""
+    args = ("--max-connections", "40", "--header-timeout", "3")
     async with serve(tmp_path, tokens=None, args=args) as server:
         opened = time.monotonic()
         loris = await _open_slow_connections(server.port, 150, hold=8)
@@ -132,10 +133,10 @@ async def test_slow_loris_connections_do_not_stop_a_development_server(tmp_path:
         refused_lines = log.count("connection refused")
         timeout_lines = log.count("sent no complete request head")
         # a connection the server answers after the cap is refused at once; the others at the timeout
-        quick = sum(1 for t in loris.closed_after if t < 0.8)
+        quick = sum(1 for t in loris.closed_after if t < 1.5)
         print(
             f"\n150 slow connections opened in {open_seconds:.2f}s: {dict(loris.outcomes)}; "
-            f"closed <0.8s: {quick}, closed later: {len(loris.closed_after) - quick} "
+            f"closed <1.5s: {quick}, closed later: {len(loris.closed_after) - quick} "
             f"(max {max(loris.closed_after, default=0):.2f}s); first 200 after {first_ok}s "
             f"(before it: {dict(before)}); log {len(log.encode())} bytes, "
             f"{refused_lines} 'refused' lines, {timeout_lines} 'timeout' lines"
@@ -145,7 +146,7 @@ async def test_slow_loris_connections_do_not_stop_a_development_server(tmp_path:
         assert loris.outcomes["still open"] == 0, f"slow connections outlived the header timeout: {loris}"
         assert loris.outcomes["connect failed"] == 0
         assert not [k for k in loris.outcomes if k.startswith("answered")], dict(loris.outcomes)
-        assert max(loris.closed_after) < 4, "the header timeout is 1 s"
+        assert max(loris.closed_after) < 6, "the header timeout is 3 s"
         assert quick >= 150 - 40, "past the cap, the oldest waiting connections are closed at once"
         assert refused_lines <= 6 and timeout_lines <= 6, "each message at most 5 times per 10 s"
         # and the server is fully usable afterwards
