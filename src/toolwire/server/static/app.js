@@ -8,10 +8,13 @@
 
 import { Transcript } from "./transcript.js";
 import { answer, nameSubAgent, nameSubAgentsFromHistory, renderGroupName, renderNotifications, renderToolCall, runClientTools } from "./cards.js";
-import { $, api, element, errorText, narrow, newSessionId, notice, params, safeUrl, sessionPath, status, token, unsupported, view } from "./page.js";
+import { $, api, app, element, errorText, narrow, newSessionId, notice, params, safeUrl, sessionPath, status, token, unsupported, view } from "./page.js";
 import { bubbleActions } from "./edits.js";
 import { closeMenus, forgetTitle, refreshSessions, rememberTitle, renderTitle, titleOf } from "./sessions.js";
 import { renderMarkdown } from "./markdown.js";
+
+// The functions the other modules call back: lent through page.js's `app` (they never import this module).
+Object.assign(app, { announce, fill, groupFor, open, renderActivity, schedule, setSidebar });
 
 const MAX_RECONNECTS = 30;
 

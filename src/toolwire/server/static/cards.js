@@ -2,8 +2,7 @@
 // a person) at the end of their session's messages, with an approval or a client tool's form inside; the
 // running-tools bar; client tools the browser runs; answers to waiting calls; sub-agents' names.
 
-import { announce, groupFor, renderActivity, schedule } from "./app.js";
-import { $, api, element, errorText, json, notice, sessionPath, view } from "./page.js";
+import { $, api, app, element, errorText, json, notice, sessionPath, view } from "./page.js";
 
 const TICK_MS = 250; // elapsed seconds are recomputed often enough that each value is visible for most of a second
 
@@ -163,7 +162,7 @@ function renderLiveCards(active) {
     if (!live) {
       live = liveCard(n);
       view.cards.set(key, live);
-      groupFor(n.session_id).append(live.item);
+      app.groupFor(n.session_id).append(live.item);
     }
     updateLiveCard(live, n);
   }
@@ -268,7 +267,7 @@ function registerClientTool(name, fn) {
     if (live.toolName === name && live.status === "awaiting-output") live.status = null; // its form goes
   }
   view.notificationsDirty = true;
-  schedule();
+  app.schedule();
   runClientTools();
 }
 
@@ -431,13 +430,13 @@ export async function answer(body, said) {
   if (!sessionId || view.busy) return;
   view.busy = true;
   view.awaiting = true;
-  renderActivity();
-  if (said) announce(said);
+  app.renderActivity();
+  if (said) app.announce(said);
   const sent = await api(sessionPath(sessionId, "/messages"), { method: "POST", body: JSON.stringify(body) });
   if (view.sessionId !== sessionId || sent.status === 202) return;
   view.busy = false;
   view.awaiting = false;
-  renderActivity();
+  app.renderActivity();
   notice(`Not sent: ${errorText(sent)}`);
 }
 

@@ -1,8 +1,7 @@
 // Copy, Edit and Regenerate under a bubble; Edit and Regenerate replace turns through the AI SDK endpoint.
 
-import { announce, fill, open, renderActivity } from "./app.js";
 import { copyText } from "./markdown.js";
-import { element, json, notice, token, view } from "./page.js";
+import { app, element, json, notice, token, view } from "./page.js";
 
 // Copy on every answer; Edit on the person's own messages; Regenerate on the conversation's last answer
 // (shown while nothing runs: both replace turns, see replaceTurn).
@@ -56,7 +55,7 @@ function startEdit(m, bubble) {
   area.focus();
   const close = () => {
     const latest = view.transcript.message(m.id);
-    if (latest) fill(bubble, latest);
+    if (latest) app.fill(bubble, latest);
     bubble.querySelector('[data-testid="edit"]')?.focus();
   };
   cancel.addEventListener("click", close);
@@ -87,8 +86,8 @@ async function replaceTurn(index, text, extra, said) {
   const messages = [...kept, { id: extra.messageId || `${sessionId}-again-${Date.now()}`, role: "user", parts: [{ type: "text", text }] }];
   view.busy = true;
   view.awaiting = true;
-  renderActivity();
-  announce(said);
+  app.renderActivity();
+  app.announce(said);
   const headers = { "content-type": "application/json" };
   if (token) headers.authorization = `Bearer ${token}`;
   let response;
@@ -102,10 +101,10 @@ async function replaceTurn(index, text, extra, said) {
     if (response) notice(`Not sent: ${(await response.json().catch(() => ({})))?.error?.message || `HTTP ${response.status}`}`);
     view.busy = false;
     view.awaiting = false;
-    return renderActivity();
+    return app.renderActivity();
   }
   drain(response);
-  if (view.sessionId === sessionId) await open(sessionId); // the store now holds the kept turns and the new one
+  if (view.sessionId === sessionId) await app.open(sessionId); // the store now holds the kept turns and the new one
 }
 
 async function drain(response) {

@@ -2,8 +2,7 @@
 // before the modules), code blocks coloured by highlight.js with a copy button; and copying to the clipboard.
 
 import { Marked } from "./vendor/marked.esm.js";
-import { announce } from "./app.js";
-import { element, escapeHtml } from "./page.js";
+import { app, element, escapeHtml } from "./page.js";
 import { highlight } from "./highlight.js";
 
 // Raw HTML in an answer is shown as text; images become links (the CSP loads no foreign image anyway).
@@ -72,7 +71,7 @@ export async function copyText(text, button) {
   const label = button.dataset.label || button.textContent;
   button.dataset.label = label;
   button.textContent = copied ? "Copied" : "Not copied";
-  announce(copied ? "Copied." : "Could not copy.");
+  app.announce(copied ? "Copied." : "Could not copy.");
   setTimeout(() => (button.textContent = label), 1500); // the label comes back; nothing waits on this
 }
 

@@ -99,3 +99,7 @@ export function json(value) {
 export function safeUrl(url) {
   return /^(https?:|data:|blob:|\/)/i.test(url || "") ? url : null; // never javascript: from model output
 }
+
+/** What the entry module (app.js) lends the page's other modules (announce, open, renderActivity, ...):
+ * filled once when it loads, so they need not import it back (no module imports its importer). */
+export const app = {};

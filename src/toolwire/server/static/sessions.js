@@ -1,8 +1,7 @@
 // The conversation list: titles (the server's, else the first message sent from this browser), pages of
 // conversations, and each one's menu.
 
-import { $, api, element, errorText, narrow, status, view } from "./page.js";
-import { open, setSidebar } from "./app.js";
+import { $, api, app, element, errorText, narrow, status, view } from "./page.js";
 
 const TITLES_KEY = "toolwire.titles"; // session id -> title from its first message, for servers that store none
 
@@ -82,8 +81,8 @@ function sessionMenu(sessionId, label) {
   });
   const act = async (button) => {
     closeMenus();
-    if (narrow.matches) setSidebar(false);
-    if (view.sessionId !== sessionId) await open(sessionId);
+    if (narrow.matches) app.setSidebar(false);
+    if (view.sessionId !== sessionId) await app.open(sessionId);
     $(button).click();
   };
   rename.addEventListener("click", () => act("rename"));
@@ -137,8 +136,8 @@ function appendSessions(list, rows, nextCursor) {
     }
     link.addEventListener("click", (e) => {
       e.preventDefault();
-      if (narrow.matches) setSidebar(false);
-      open(id);
+      if (narrow.matches) app.setSidebar(false);
+      app.open(id);
     });
     const item = element("li", { class: "session", "data-session": id });
     item.append(link, sessionMenu(id, label));
