@@ -311,6 +311,10 @@ async def _busiest(http: httpx.AsyncClient, c: Cluster, *, besides: Replica | No
     return found[0]
 
 
+_WATCHED: dict[str, Conversation] = {}
+"""The test's conversations by session, so a stall can say what each stalled client last received."""
+
+
 async def _progress(turns_done: Counter[str], sessions: list[str], timeout: float, what: str) -> None:
     """Every conversation finishes one more turn: the cluster has recovered from the last fault."""
     before = dict(turns_done)
@@ -318,7 +322,23 @@ async def _progress(turns_done: Counter[str], sessions: list[str], timeout: floa
     async def moved() -> bool:
         return all(turns_done[s] > before.get(s, 0) for s in sessions)
 
-    await _wait(moved, timeout, f"every conversation moves on after {what}")
+    try:
+        await _wait(moved, timeout, f"every conversation moves on after {what}")
+    except AssertionError as stall:  # say which conversations stalled, and where their streams stand
+        stalled = [s for s in sessions if turns_done[s] <= before.get(s, 0)]
+        raise AssertionError(f"{stall}; stalled: {[_where(s) for s in stalled]}") from None
+
+
+def _where(session_id: str) -> str:
+    conversation = _WATCHED.get(session_id)
+    if conversation is None:
+        return session_id
+    received = conversation.received
+    tail = [(e.get("seq"), e["type"]) for _, e in received.frames[-8:]]
+    return (
+        f"{session_id}: cursor {received.cursor}, reconnects {received.reconnects}, busy "
+        f"{conversation.busy_refusals}, lost posts {conversation.lost_posts}, last events {tail}"
+    )
 
 
 def _check_stream(conversation: Conversation) -> tuple[list[str], list[tuple[int, str]]]:
@@ -505,6 +525,8 @@ async def _settled(c: Cluster, http: httpx.AsyncClient, sessions: list[str]) -> 
 async def test_chaos_kill_stop_term_and_a_postgres_restart_under_load(tmp_path: Path) -> None:
     sessions = [f"chaos-{i}" for i in range(CONVERSATIONS)]
     conversations = [Conversation(s) for s in sessions]
+    _WATCHED.clear()
+    _WATCHED.update({v.session_id: v for v in conversations})
     measured: dict[str, Any] = {}
     limits = httpx.Limits(max_connections=4 * CONVERSATIONS + 10)
     async with (
