@@ -18,6 +18,7 @@
     │   ├── ToolTimeoutError
     │   ├── ToolBlockedError
     │   ├── SubAgentPaused (session_id, pending; a signal, never a result)
+    │   ├── ToolAwaitingInput (question, answered; a signal, never a result)
     │   └── ToolExecutionError
     │       └── MCPToolError                (toolwire.tools.mcp)
     ├── DriverError
@@ -209,6 +210,24 @@ class SubAgentPaused(ToolError):
         """The paused sub-agent's session."""
         self.pending = list(pending)
         """Its pending calls (its own sub-agents' included)."""
+
+
+class ToolAwaitingInput(ToolError):
+    """Raised by a tool that needs a person's answer to go on (an MCP server's elicitation): the call waits.
+
+    Not an error result: the executor records the call as ``awaiting_input`` with ``question`` (a
+    :class:`~toolwire.tools.pending.Question`) and the answers it already had (``answered``), and the run
+    pauses. The answer comes like a client tool's output (``tool_outputs=``); the tool is then called again
+    with every answer so far in ``ctx.resume.answers`` (an MCP call still open in this process is continued
+    instead of made again).
+    """
+
+    def __init__(self, question: Any, answered: Sequence[Any] = (), **kwargs: Any) -> None:
+        super().__init__(f"the tool asks: {getattr(question, 'message', question)}", **kwargs)
+        self.question = question
+        """What the tool asks (a :class:`~toolwire.tools.pending.Question`)."""
+        self.answered = list(answered)
+        """The questions it asked before in this call and their answers (``(Question, ElicitationAnswer)``)."""
 
 
 class DriverError(ToolwireError):

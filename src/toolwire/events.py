@@ -32,24 +32,27 @@ ToolCallStatus: TypeAlias = Literal[
     "awaiting_approval",
     "awaiting_output",
     "awaiting_subagent",
+    "awaiting_input",
 ]
 """How a tool call ended: ``ok``; ``error`` (the tool raised, timed out or got bad arguments);
 ``interrupted`` (the process stopped while it ran: found on restart); ``blocked`` (an interceptor refused
 it); ``cancelled`` (the run was closed while it ran); ``denied`` (the user refused to approve it);
 ``unanswered`` (it awaited a decision when the user sent a new prompt instead). Or why it waits, the run
 being paused: ``awaiting_approval`` (``requires_approval``), ``awaiting_output`` (an ``external`` tool
-the client runs), ``awaiting_subagent`` (a sub-agent it started is paused). A stored call is ``pending``
+the client runs), ``awaiting_subagent`` (a sub-agent it started is paused), ``awaiting_input`` (its tool asked a
+question: an MCP server's elicitation). A stored call is ``pending``
 until one of these (:data:`toolwire.store.records.ToolCallRowStatus`)."""
 InteractionStatus: TypeAlias = Literal["completed", "error", "cancelled", "max-steps", "paused", "blocked"]
 """How a run ended; ``paused``: tool calls await a person (``RunResult.pending``), resume with
 ``agent.run(session_id=..., approvals=..., tool_outputs=...)``; ``blocked``: an interceptor blocked a call
 and the agent has ``stop_on_block`` (the step's calls ran and are stored; ``RunResult.blocked``)."""
-AwaitingKind: TypeAlias = Literal["approval", "output", "subagent"]
-"""What a paused call waits for: a user's approval, a client tool's output, or a paused sub-agent."""
+AwaitingKind: TypeAlias = Literal["approval", "output", "subagent", "input"]
+"""What a paused call waits for: a user's approval, a client tool's output, a paused sub-agent, or the
+answer to a question its tool asked while it ran (``input``)."""
 Resolution: TypeAlias = Literal["approved", "denied", "output", "failed", "unanswered", "resumed"]
 """How an awaited call was resolved: approved (it runs now), denied, given its output by the client,
 failed by the client (``ToolFailed``), closed unanswered by a new prompt, or resumed (its sub-agent got
-decisions and continues)."""
+decisions, or its tool the answer to its question, and it continues)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -422,13 +425,18 @@ class ToolCallAwaiting(Envelope):
     kind: AwaitingKind = "approval"
     """``approval``: answer with ``approvals={id: True | False | Denied(reason)}``; ``output``: a client
     tool, answer with ``tool_outputs={id: value | ToolFailed(message)}``; ``subagent``: the call's
-    sub-agent is paused, its own awaited calls (in ``sub_session_id``) are what to answer."""
+    sub-agent is paused, its own awaited calls (in ``sub_session_id``) are what to answer; ``input``: the
+    tool asked a question (``question``), answer with ``tool_outputs={id: {...the form's fields...}}`` or
+    ``{"action": "decline" | "cancel"}``."""
     message_id: str = ""
     """The assistant message that made the call."""
     sub_session_id: str | None = None
     """For ``kind="subagent"``: the paused sub-agent's session."""
     parameters: dict[str, Any] | None = None
     """For ``kind="output"``: the tool's parameters JSON schema, so a client can build a form for it."""
+    question: dict[str, Any] | None = None
+    """For ``kind="input"``: what the tool asks, ``{"message", "mode": "form" | "url", "requested_schema",
+    "url", "server"}`` (:class:`toolwire.tools.pending.Question`): a form to fill in, or a page to visit."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

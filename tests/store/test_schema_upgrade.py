@@ -13,9 +13,14 @@ from toolwire.store import SessionInfo, StepRecord, ToolCallRecord
 from toolwire.store.schema import messages, sessions, tool_calls
 
 OLD_STATUSES = "status IN ('pending', 'ok', 'error', 'interrupted', 'blocked', 'cancelled')"
+BEFORE_INPUT = (
+    "status IN ('pending', 'ok', 'error', 'interrupted', 'blocked', 'cancelled', 'denied', 'unanswered', "
+    "'awaiting_approval', 'awaiting_output', 'awaiting_subagent')"
+)
+"""The CHECK of the release before calls could wait for input (``awaiting_input``)."""
 
 
-def previous_schema() -> sa.MetaData:
+def previous_schema(check: str = OLD_STATUSES) -> sa.MetaData:
     """The tables as the previous release created them: ``status VARCHAR(16)`` and the old CHECK."""
     old = sa.MetaData()
     sessions.to_metadata(old)
@@ -24,15 +29,17 @@ def previous_schema() -> sa.MetaData:
     calls.c.status.type = sa.String(16)
     for constraint in [c for c in calls.constraints if isinstance(c, sa.CheckConstraint)]:
         calls.constraints.discard(constraint)
-    calls.append_constraint(sa.CheckConstraint(OLD_STATUSES, name="ck_toolwire_tool_calls_status"))
+    calls.append_constraint(sa.CheckConstraint(check, name="ck_toolwire_tool_calls_status"))
     return old
 
 
-async def create_previous(target: Target) -> None:
+async def create_previous(
+    target: Target, check: str = OLD_STATUSES, refused: str = "awaiting_approval"
+) -> None:
     engine = create_async_engine(target.url, **target.options)
     try:
         async with engine.begin() as conn:
-            await conn.run_sync(previous_schema().create_all)
+            await conn.run_sync(previous_schema(check).create_all)
             await conn.execute(
                 sa.insert(sessions).values(id="old", created_at=1.0, updated_at=1.0, last_seq=3, usage={})
             )
@@ -56,7 +63,7 @@ async def create_previous(target: Target) -> None:
                 step=1,
                 tool_name="refund",
                 args={},
-                status="awaiting_approval",
+                status=refused,
                 is_error=False,
             )
             try:
@@ -128,6 +135,45 @@ async def test_an_older_database_accepts_paused_runs_after_opening(target: Targe
         assert [r.status for r in await again.tool_calls("new")] == ["unanswered"]
     finally:
         await again.close()
+
+
+async def test_a_database_made_before_awaiting_input_accepts_it_after_opening(target: Target) -> None:
+    await create_previous(target, BEFORE_INPUT, refused="awaiting_input")
+    store = await target.open()
+    try:
+        await store.ensure_session(SessionInfo(id="asked"))
+        message = Message(
+            role="assistant",
+            id="m3",
+            session_id="asked",
+            parts=(ToolCallPart(tool_call_id="c5", tool_name="book", args={}),),
+        )
+        row = ToolCallRecord(
+            session_id="asked", tool_call_id="c5", tool_name="book", message_id="m3", step=1, status="pending"
+        )
+        await store.begin_step(
+            StepRecord(session_id="asked", interaction_id="i", step=1, message=message, tool_calls=(row,))
+        )
+        question = {"message": "When?", "mode": "form", "requested_schema": {}, "url": None, "server": "s"}
+        await store.complete_tool_call(
+            "asked",
+            "c5",
+            message_id="m3",
+            status="awaiting_input",
+            output={"question": question, "answered": []},
+            is_error=False,
+            started_at=None,
+            finished_at=None,
+        )
+        [stored] = await store.tool_calls("asked")
+        assert (stored.status, stored.awaiting, stored.output["question"]) == (
+            "awaiting_input",
+            "input",
+            question,
+        )
+        assert [r.tool_call_id for r in await store.tool_calls("old")] == ["c1"]
+    finally:
+        await store.close()
 
 
 async def test_an_older_database_gains_the_lease_epochs_when_opened(target: Target) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from typing import Literal
 
 from mcp.types import SamplingMessage, TextContent
 from pydantic import BaseModel
@@ -118,6 +119,7 @@ class Booking(BaseModel):
 @server.tool()
 async def book(place: str, ctx: Context) -> str:
     """Books a table, asking the user for the details."""
+    calls["n"] += 1
     try:
         answer = await ctx.elicit(f"When, and for how many, at {place}?", schema=Booking)
     except Exception as exc:  # the client cannot ask: say so
@@ -125,6 +127,28 @@ async def book(place: str, ctx: Context) -> str:
     if answer.action == "accept" and answer.data is not None:
         return f"booked {place} on {answer.data.date} for {answer.data.seats}"
     return f"not booked: {answer.action}"
+
+
+class Dates(BaseModel):
+    start: str
+    nights: int
+
+
+class Seat(BaseModel):
+    seat: Literal["window", "aisle"]
+
+
+@server.tool()
+async def trip(city: str, ctx: Context) -> str:
+    """Plans a trip, asking two questions in turn."""
+    calls["n"] += 1
+    dates = await ctx.elicit(f"Which dates for {city}?", schema=Dates)
+    if dates.action != "accept" or dates.data is None:
+        return f"no trip: {dates.action}"
+    seat = await ctx.elicit("Window or aisle?", schema=Seat)
+    if seat.action != "accept" or seat.data is None:
+        return f"no seat: {seat.action}"
+    return f"{city} from {dates.data.start} for {dates.data.nights} nights, {seat.data.seat} seat"
 
 
 @server.resource("notes://readme", name="readme", title="Read me", description="How to use this server")

@@ -1,5 +1,6 @@
 """Elicitation (``elicitation/create``) asked by a real MCP server (the SDK's, over stdio and streamable
-HTTP) while it serves a tool call, answered by ``elicitation_handler=``."""
+HTTP) while it serves a tool call, answered by ``elicitation_handler=`` (without one, a run pauses for the
+answer: tests/tools/test_mcp_asking.py)."""
 
 from __future__ import annotations
 
@@ -87,6 +88,9 @@ async def test_a_failing_handler_is_an_error_to_the_server(servers: Any) -> None
     assert output.startswith("elicitation error:") and "no user here" in output
 
 
-async def test_without_a_handler_the_client_does_not_offer_elicitation(servers: Any) -> None:
-    output = await book_through_the_loop(servers())
-    assert output.startswith("elicitation error:")
+async def test_without_a_handler_a_question_outside_a_run_is_declined(servers: Any) -> None:
+    """No run to ask through (a direct call): the server is told ``decline``. Within a run, the question
+    pauses it (tests/tools/test_mcp_asking.py)."""
+    output = await servers().call("book", {"place": "Chez Toolwire"})
+    text = output["result"] if isinstance(output, dict) else output
+    assert text == "not booked: decline"

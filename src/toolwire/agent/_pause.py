@@ -6,7 +6,8 @@ The public side (:class:`~toolwire.tools.pending.PendingCall`, ``Denied``, ``Too
 Before a step is stored, :class:`Gate` sorts its calls: a call of a tool marked ``requires_approval`` (or
 whose predicate says so for these arguments) is stored ``awaiting_approval``, a call of an ``external`` tool
 ``awaiting_output``; neither runs. A call whose sub-agent paused ends ``awaiting_subagent`` (its row keeps
-the sub-agent's session and pending calls). The step (:class:`~toolwire.agent._step.StepRun`) is finished
+the sub-agent's session and pending calls); a call whose tool asked a question (an MCP server's
+elicitation) ends ``awaiting_input`` (its row keeps the question and the answers it had). The step (:class:`~toolwire.agent._step.StepRun`) is finished
 with a tool message holding the results of the calls that did finish, every waiting call (a
 :class:`Waiting`) is announced (``tool-call-awaiting``) and the run ends ``paused``.
 """
@@ -28,7 +29,7 @@ from toolwire.store.records import ToolCallRecord
 from toolwire.tools.context import RunContext
 from toolwire.tools.function import Tool
 from toolwire.tools.outcome import ToolOutcome
-from toolwire.tools.pending import PendingCall, sub_agent_of
+from toolwire.tools.pending import AnsweredQuestion, PendingCall, Question, asked_of, sub_agent_of
 from toolwire.tools.registry import ToolRegistry
 
 logger = logging.getLogger("toolwire.agent")
@@ -91,6 +92,10 @@ class Waiting:
     """For ``kind="subagent"``: the paused sub-agent's session."""
     sub_pending: tuple[PendingCall, ...] = ()
     """For ``kind="subagent"``: what the sub-agent waits for (its own sub-agents' calls included)."""
+    question: Question | None = None
+    """For ``kind="input"``: what the tool asks."""
+    answered: tuple[AnsweredQuestion, ...] = ()
+    """For ``kind="input"``: what the call asked before, and the answers it got."""
 
     @property
     def pending(self) -> list[PendingCall]:
@@ -102,9 +107,10 @@ class Waiting:
                 tool_call_id=self.call.tool_call_id,
                 tool_name=self.call.tool_name,
                 args=self.call.args,
-                kind="output" if self.kind == "output" else "approval",
+                kind="approval" if self.kind == "approval" else self.kind,
                 session_id=self.session_id,
                 message_id=self.message_id,
+                question=self.question,
             )
         ]
 
@@ -119,6 +125,7 @@ class Waiting:
             "kind": self.kind,
             "message_id": self.message_id,
             "sub_session_id": self.sub_session_id,
+            "question": self.question.to_dict() if self.question is not None else None,
         }
 
     @classmethod
@@ -140,8 +147,31 @@ class Waiting:
         )
 
     @classmethod
+    def asking(cls, outcome: ToolOutcome, session_id: str, message_id: str) -> Waiting:
+        """A call whose tool asked a question (the executor's ``awaiting_input`` outcome)."""
+        question, answered = asked_of(outcome.full_output)
+        return cls(
+            call=outcome.call,
+            kind="input",
+            session_id=session_id,
+            message_id=message_id,
+            question=question,
+            answered=answered,
+        )
+
+    @classmethod
     def stored(cls, row: ToolCallRecord, call: ToolCallPart, session_id: str) -> Waiting:
         """A call a paused run left waiting, read back from its row."""
+        if row.awaiting == "input":
+            question, answered = asked_of(row.output)
+            return cls(
+                call=call,
+                kind="input",
+                session_id=session_id,
+                message_id=row.message_id,
+                question=question,
+                answered=answered,
+            )
         if row.awaiting == "subagent":
             sub_session, pending = sub_agent_of(row.output)
             return cls(

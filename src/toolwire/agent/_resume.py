@@ -46,6 +46,9 @@ from toolwire.tools.pending import (
     Resume,
     ShownCall,
     ToolFailed,
+    asked_of,
+    checked_answer,
+    input_answer,
     sub_agent_of,
 )
 from toolwire.tools.registry import ToolRegistry
@@ -182,7 +185,15 @@ def plan_answers(
     for call in calls:
         row = rows[call.tool_call_id]
         given = answers.get(call.tool_call_id, {})
-        if row.awaiting == "subagent" and given:
+        if row.awaiting == "input" and given:
+            ((_, value),) = given.values()
+            question, answered = asked_of(row.output)
+            plan.run.append(call)
+            plan.resumes[call.tool_call_id] = Resume(
+                session_id=session_id, answers=(*answered, (question, input_answer(value)))
+            )
+            plan.resolutions[call.tool_call_id] = ("resumed", None)
+        elif row.awaiting == "subagent" and given:
             sub_session, _ = sub_agent_of(row.output)
             plan.run.append(call)
             plan.resumes[call.tool_call_id] = Resume(
@@ -239,14 +250,24 @@ def _match_answers(
                     f"an answer under that id is another one (message {pending.message_id}): reload it"
                 )
                 continue
-            if pending.kind != kind:
+            if (pending.kind == "approval") != (kind == "approval"):
                 bad.append(pending.tool_call_id)
                 problems.append(
                     f"{name} ({pending.tool_name}) is a client tool: give its output, not an approval"
                     if pending.kind == "output"
+                    else f"{name} ({pending.tool_name}) asks a question: give its answer in tool_outputs, "
+                    "not an approval"
+                    if pending.kind == "input"
                     else f"{name} ({pending.tool_name}) awaits approval: approve or deny it, not an output"
                 )
                 continue
+            if pending.kind == "input":
+                try:
+                    checked_answer(pending.question, value)
+                except ValueError as exc:
+                    bad.append(pending.tool_call_id)
+                    problems.append(f"the answer to {name} ({pending.tool_name}): {exc}")
+                    continue
             if kind == "approval" and not isinstance(value, bool | Denied):
                 bad.append(pending.tool_call_id)
                 problems.append(

@@ -334,6 +334,9 @@ class StepRun:
             elif outcome is not None and outcome.status == "awaiting_subagent":
                 del self.outcomes[call_id]
                 waiting.append(Waiting.subagent(outcome, self._scope.session_id, self.message_id))
+            elif outcome is not None and outcome.status == "awaiting_input":
+                del self.outcomes[call_id]
+                waiting.append(Waiting.asking(outcome, self._scope.session_id, self.message_id))
         self._waiting, self.held = waiting, {}
         return waiting
 

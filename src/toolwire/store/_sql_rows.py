@@ -81,7 +81,8 @@ def upgrade_schema(conn: sa.Connection, *, postgres: bool) -> None:
     Columns added since: the lease epochs of the session row (``lock_epoch``, ``fenced_epoch``), added with
     their default 0 (both engines add a column in place).
 
-    The constraint changed so far: the statuses of paused runs (``awaiting_*``, ``denied``, ``unanswered``), which
+    The constraint changed so far: the statuses of paused runs (``awaiting_*``, ``denied``, ``unanswered``, and
+    since ``awaiting_input`` was added, every database made before it), which
     the ``status`` CHECK of an older database refuses (``status`` was also ``VARCHAR(16)``). PostgreSQL
     alters the column and the constraint in place; SQLite cannot alter a constraint, so the table is
     rebuilt and its rows copied (https://sqlite.org/lang_altertable.html#otheralter). A no-op once done.
@@ -96,7 +97,7 @@ def upgrade_schema(conn: sa.Connection, *, postgres: bool) -> None:
     name = "ck_toolwire_tool_calls_status"
     checks = inspector.get_check_constraints(tool_calls.name)
     current = next((str(c["sqltext"]) for c in checks if c.get("name") == name), None)
-    if current is None or "awaiting_subagent" in current:
+    if current is None or "awaiting_input" in current:
         return
     table = tool_calls.name
     if postgres:

@@ -19,12 +19,14 @@ AWAITING: dict[str, AwaitingKind] = {
     "awaiting_approval": "approval",
     "awaiting_output": "output",
     "awaiting_subagent": "subagent",
+    "awaiting_input": "input",
 }
 """The statuses of a call that waits for a person, and what it waits for."""
 AWAITING_STATUS: dict[AwaitingKind, ToolCallStatus] = {
     "approval": "awaiting_approval",
     "output": "awaiting_output",
     "subagent": "awaiting_subagent",
+    "input": "awaiting_input",
 }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from toolwire.errors import MissingExtraError, ToolExecutionError
 from toolwire.models.base import Model
+from toolwire.tools._mcp_asking import AskingCall, AskingCalls
 from toolwire.tools._mcp_elicitation import (
     ElicitationHandler,
     Elicitor,
@@ -59,6 +60,7 @@ class _MCPServer:
         sampling_model: Model | str | None = None,
         sampling_policy: SamplingPolicy = "deny",
         elicitation_handler: ElicitationHandler | None = None,
+        input_timeout: float = 900.0,
     ) -> None:
         self.name = name
         self.prefix = prefix
@@ -82,21 +84,41 @@ class _MCPServer:
             self.source_name,
             model=sampling_model,
             policy=sampling_policy,
-            serving=lambda: self._serving[-1] if self._serving else None,
+            serving=self._asker,
         )
         """Serves the server's ``sampling/createMessage`` requests (``sampling_model``, ``sampling_policy``)."""
-        self.elicitor = (
-            Elicitor(
-                self.source_name, elicitation_handler, lambda: self._serving[-1] if self._serving else None
-            )
-            if elicitation_handler is not None
-            else None
+        self.asking = AskingCalls(self.source_name, wait=input_timeout)
+        """The calls that may ask a person a question through the run (no ``elicitation_handler``)."""
+        self.elicitor = Elicitor(
+            self.source_name,
+            elicitation_handler,
+            self._asker,
+            self.asking,
         )
-        """Answers the server's questions for the user (``elicitation_handler``); None: not announced."""
+        """Answers the server's questions: the ``elicitation_handler``, or a person through the run."""
         self.tools_changed = False
         """Set when the server announced that its tools (or, with ``resources_as_tool``, its resources)
         changed; the next :meth:`list_tools` lists them again and clears it. A registry re-lists its
         sources that say so before a step (:meth:`~toolwire.tools.ToolRegistry.refresh`)."""
+
+    def _asker(self) -> RunContext[Any] | None:
+        """The call a server's request (a question, a sampling request) is made for. The SDK does not say
+        which call a request belongs to, so it is the call being served that does not already wait for an
+        answer (a server awaiting one cannot ask again in that call), the latest of its session; with calls
+        of several sessions in flight it cannot be told and none is (a question is then declined, a sampling
+        request served without a run): a person must never be asked for, nor see, someone else's call."""
+        candidates = [c for c in self._serving if not self.asking.waits(c)]
+        sessions = {c.session_id for c in candidates}
+        if len(sessions) != 1:
+            if len(sessions) > 1:
+                logger.warning(
+                    "%s made a request while calls of %d sessions were in flight: no run is asked (give each "
+                    "user its own MCP server, or an elicitation_handler)",
+                    self.source_name,
+                    len(sessions),
+                )
+            return None
+        return candidates[-1]
 
     @property
     def source_name(self) -> str:
@@ -263,11 +285,12 @@ class _MCPServer:
             _is_async=True,
         )
 
-    async def _guarded(self, what: str, request: Callable[[], Awaitable[Any]]) -> Any:
-        """A request to the server within ``timeout``; a failure drops the connection (the next use
-        reconnects) and becomes an :class:`MCPToolError` naming the request."""
+    async def _guarded(self, what: str, request: Callable[[], Awaitable[Any]], *, timed: bool = True) -> Any:
+        """A request to the server within ``timeout`` (``timed=False``: the request keeps its own); a
+        failure drops the connection (the next use reconnects) and becomes an :class:`MCPToolError`
+        naming the request."""
         try:
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout(self.timeout if timed else None):
                 return await request()
         except TimeoutError as exc:
             await self._drop()
@@ -279,6 +302,7 @@ class _MCPServer:
             raise MCPToolError(f"{self.source_name} failed {what}: {describe(exc)}") from exc
 
     async def aclose(self) -> None:
+        self.asking.close()
         async with self._lock:
             await self._shutdown()
             self._tools = None
@@ -307,7 +331,13 @@ class _MCPServer:
 
     async def call(self, name: str, arguments: dict[str, Any], ctx: RunContext[Any] | None = None) -> Any:
         """Call ``name``; with ``ctx``, the server's progress notifications become ``tool-progress`` events
-        and the images, audio and files of its result ``media`` events."""
+        and the images, audio and files of its result ``media`` events, and a question the server asks
+        pauses the run (:class:`~toolwire.errors.ToolAwaitingInput`) unless an ``elicitation_handler``
+        answers it."""
+        if ctx is not None and ctx.call is not None and self.elicitor.handler is None:
+            return await self.asking.call(
+                ctx, self.timeout, lambda asking: self._call_asking(name, arguments, asking)
+            )
         session = await self._ensure()
         progress = _progress_reporter(ctx) if ctx is not None else None
         if ctx is not None:  # what the server asks while it serves this call is asked on this run's behalf
@@ -324,6 +354,33 @@ class _MCPServer:
         output = tool_output(result)
         if ctx is not None:
             _show_media(ctx, output)
+        return output
+
+    async def _call_asking(self, name: str, arguments: dict[str, Any], asking: AskingCall) -> Any:
+        """:meth:`call` for a call that may ask a person: it may outlive the run that made it (continued by
+        the run that answers), so its events go to ``asking.ctx``, the run it belongs to now, and its
+        timeout stops while a person is asked."""
+        session = await self._ensure()
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            await _progress_reporter(asking.ctx)(done, total, message)
+
+        self._serving.append(asking.ctx)
+        serving = asking.ctx
+        try:
+
+            async def request() -> Any:
+                async with asyncio.timeout(self.timeout) as deadline:
+                    asking.deadline = deadline
+                    return await session.call_tool(name, arguments, progress_callback=progress)
+
+            result = await self._guarded(name, request, timed=False)
+        finally:
+            self._serving.remove(serving)
+        if field_of(result, "is_error", "isError"):
+            raise MCPToolError(content_text(result.content) or f"{name} failed on {self.source_name}")
+        output = tool_output(result)
+        _show_media(asking.ctx, output)
         return output
 
 

@@ -20,6 +20,7 @@ from toolwire._text import clean_json, clean_text, truncate_output
 from toolwire.errors import (
     SubAgentPaused,
     ToolArgumentsError,
+    ToolAwaitingInput,
     ToolBlockedError,
     ToolError,
     ToolExecutionError,
@@ -34,6 +35,7 @@ from toolwire.tools._inbox import Inbox
 from toolwire.tools.context import RunContext
 from toolwire.tools.function import Tool
 from toolwire.tools.outcome import ToolOutcome
+from toolwire.tools.pending import asked_output
 from toolwire.tools.registry import ToolRegistry
 
 logger = logging.getLogger("toolwire.tools")
@@ -150,6 +152,8 @@ class ToolExecutor:
             output = await self._run(tool, kwargs, call_ctx, timeout, call)
         except SubAgentPaused as exc:
             return paused_outcome(call, exc, started)
+        except ToolAwaitingInput as exc:
+            return asking_outcome(call, exc, started)
         except ToolError as exc:
             exc.tool_name = exc.tool_name or call.tool_name
             exc.tool_call_id = exc.tool_call_id or call.tool_call_id
@@ -256,6 +260,21 @@ def paused_outcome(call: ToolCallPart, paused: SubAgentPaused, started: float) -
         started_at=started,
         finished_at=time.time(),
         full_output={"session_id": paused.session_id, "pending": [p.to_dict() for p in paused.pending]},
+    )
+
+
+def asking_outcome(call: ToolCallPart, asking: ToolAwaitingInput, started: float) -> ToolOutcome:
+    """A call whose tool asked a question: stored as ``awaiting_input`` with the question and the answers
+    it had; its result (never sent while it waits) is the one it gets if nobody answers."""
+    return ToolOutcome(
+        call=call,
+        result=ToolResultPart(
+            tool_call_id=call.tool_call_id, tool_name=call.tool_name, output=UNANSWERED_OUTPUT, is_error=True
+        ),
+        status="awaiting_input",
+        started_at=started,
+        finished_at=time.time(),
+        full_output=asked_output(asking.question, asking.answered),
     )
 
 

@@ -71,6 +71,7 @@ class MCPServerStdio(_MCPServer):
         sampling_model: Model | str | None = None,
         sampling_policy: SamplingPolicy = "deny",
         elicitation_handler: ElicitationHandler | None = None,
+        input_timeout: float = 900.0,
     ) -> None:
         super().__init__(
             name=name or os.path.basename(command),
@@ -82,6 +83,7 @@ class MCPServerStdio(_MCPServer):
             sampling_model=sampling_model,
             sampling_policy=sampling_policy,
             elicitation_handler=elicitation_handler,
+            input_timeout=input_timeout,
         )
         self.command = command
         self.args = list(args)
@@ -112,6 +114,7 @@ class MCPServerHTTP(_MCPServer):
         sampling_model: Model | str | None = None,
         sampling_policy: SamplingPolicy = "deny",
         elicitation_handler: ElicitationHandler | None = None,
+        input_timeout: float = 900.0,
         oauth: OAuth | None = None,
         token_store: TokenStore | None = None,
         user: str = "default",
@@ -128,6 +131,7 @@ class MCPServerHTTP(_MCPServer):
             sampling_model=sampling_model,
             sampling_policy=sampling_policy,
             elicitation_handler=elicitation_handler,
+            input_timeout=input_timeout,
         )
         self.url = url
         self.headers = dict(headers or {})
@@ -148,6 +152,7 @@ class MCPServerHTTP(_MCPServer):
             "sampling_model": sampling_model,
             "sampling_policy": sampling_policy,
             "elicitation_handler": elicitation_handler,
+            "input_timeout": input_timeout,
             "oauth": oauth,
             "token_store": self.token_store,
         }

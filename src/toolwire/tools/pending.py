@@ -25,8 +25,137 @@ from typing import Any, Literal, Protocol, TypeAlias
 
 from toolwire.events import AwaitingKind
 
-PendingKind: TypeAlias = Literal["approval", "output"]
-"""``approval``: answer in ``approvals=``; ``output``: a client tool, answer in ``tool_outputs=``."""
+PendingKind: TypeAlias = Literal["approval", "output", "input"]
+"""``approval``: answer in ``approvals=``; ``output``: a client tool, answer in ``tool_outputs=``;
+``input``: the tool asked a question (:attr:`PendingCall.question`), answer in ``tool_outputs=``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Question:
+    """What a running tool asks a person (an MCP server's ``elicitation/create``): fill in a form whose
+    fields ``requested_schema`` describes (a flat JSON Schema object of strings, numbers, booleans and
+    enums), or visit ``url`` (``mode="url"``: the interaction happens out of band, answer ``accept`` once
+    done)."""
+
+    message: str
+    mode: Literal["form", "url"] = "form"
+    requested_schema: Mapping[str, Any] = field(default_factory=dict)
+    url: str | None = None
+    server: str = ""
+    """Who asks: ``mcp:NAME`` for an MCP server."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "message": self.message,
+            "mode": self.mode,
+            "requested_schema": dict(self.requested_schema),
+            "url": self.url,
+            "server": self.server,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Question:
+        schema = data.get("requested_schema")
+        url = data.get("url")
+        return cls(
+            message=str(data.get("message", "")),
+            mode="url" if data.get("mode") == "url" else "form",
+            requested_schema=dict(schema) if isinstance(schema, Mapping) else {},
+            url=str(url) if url is not None else None,
+            server=str(data.get("server", "")),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ElicitationAnswer:
+    """A person's answer to a :class:`Question`: ``accept`` (with ``content`` in form mode), ``decline``
+    or ``cancel``. As a ``tool_outputs=`` value, a plain mapping means ``accept`` with that content, and
+    ``{"action": "decline"}`` / ``{"action": "cancel"}`` (or ``{"action": "accept", "content": {...}}``)
+    spell the others out (:func:`input_answer`)."""
+
+    action: Literal["accept", "decline", "cancel"]
+    content: Mapping[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"action": self.action, "content": dict(self.content) if self.content is not None else None}
+
+
+_ACTIONS = ("accept", "decline", "cancel")
+
+
+def input_answer(value: Any) -> ElicitationAnswer:
+    """The answer a ``tool_outputs=`` value gives a call awaiting input; ``ValueError`` when it is none.
+
+    A mapping holding only ``action`` (and ``content``) with a known action is that answer; any other
+    mapping accepts with itself as the content (a form whose own fields are ``action`` and ``content`` must
+    be answered in the explicit form).
+    """
+    if isinstance(value, ElicitationAnswer):
+        return value
+    if not isinstance(value, Mapping):
+        raise ValueError(
+            'answer a question with the form\'s fields as an object, or {"action": "decline" | "cancel"}'
+        )
+    if value.get("action") in _ACTIONS and set(value) <= {"action", "content"}:
+        content = value.get("content")
+        if content is not None and not isinstance(content, Mapping):
+            raise ValueError("an answer's content must be an object of the form's fields")
+        action = value["action"]
+        return ElicitationAnswer(action=action, content=dict(content) if content is not None else None)
+    return ElicitationAnswer(action="accept", content=dict(value))
+
+
+def checked_answer(question: Question | None, value: Any) -> ElicitationAnswer:
+    """:func:`input_answer`, and an accepted form's content checked against the question's schema (its
+    required fields given, no unknown field, each a string, number, integer, boolean or one of its enum);
+    ``ValueError`` saying what is wrong, before anything runs."""
+    answer = input_answer(value)
+    if question is None or question.mode != "form" or answer.action != "accept":
+        return answer
+    schema = question.requested_schema
+    listed, needed = schema.get("properties"), schema.get("required")
+    properties: Mapping[str, Any] = listed if isinstance(listed, Mapping) else {}
+    required: list[Any] = needed if isinstance(needed, list) else []
+    content = dict(answer.content or {})
+    problems = [f"{name!r} is required" for name in required if name not in content]
+    for name, given in content.items():
+        spec = properties.get(name) if properties else None
+        if properties and not isinstance(spec, Mapping):
+            problems.append(f"{name!r} is not a field of the form ({', '.join(map(repr, properties))})")
+        elif isinstance(spec, Mapping):
+            wrong = _field_problem(spec, given)
+            if wrong:
+                problems.append(f"{name!r} {wrong}")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return answer
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "number": (int, float),
+    "integer": (int,),
+    "boolean": (bool,),
+}
+
+
+def _field_problem(spec: Mapping[str, Any], value: Any) -> str | None:
+    options = spec.get("enum")
+    if isinstance(options, list) and value not in options:
+        return f"must be one of {', '.join(map(repr, options))}"
+    kind = spec.get("type")
+    wanted = _JSON_TYPES.get(kind) if isinstance(kind, str) else None
+    if wanted is None:
+        return None
+    if isinstance(value, bool) and kind != "boolean":  # JSON true is no number
+        return f"must be a {kind}"
+    if not isinstance(value, wanted) or (kind == "integer" and isinstance(value, float)):
+        return f"must be a{'n' if kind == 'integer' else ''} {kind}"
+    return None
+
+
+AnsweredQuestion: TypeAlias = tuple[Question, ElicitationAnswer]
+"""A question a call asked and the answer it got."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,6 +171,8 @@ class PendingCall:
     """The session that made the call: a sub-agent's session for a call its sub-agent made."""
     message_id: str = ""
     """The assistant message that made the call."""
+    question: Question | None = None
+    """For ``kind="input"``: what the tool asks."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -61,18 +192,21 @@ class PendingCall:
             "kind": self.kind,
             "session_id": self.session_id,
             "message_id": self.message_id,
+            **({"question": self.question.to_dict()} if self.question is not None else {}),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PendingCall:
         kind = data.get("kind")
+        question = data.get("question")
         return cls(
             tool_call_id=str(data["tool_call_id"]),
             tool_name=str(data.get("tool_name", "")),
             args=dict(data.get("args") or {}),
-            kind="output" if kind == "output" else "approval",
+            kind=kind if kind in ("output", "input") else "approval",
             session_id=str(data["session_id"]),
             message_id=str(data.get("message_id", "")),
+            question=Question.from_dict(question) if isinstance(question, Mapping) else None,
         )
 
 
@@ -109,19 +243,47 @@ DecisionKey: TypeAlias = str | tuple[str, str] | ShownCall
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Resume:
-    """Answers for a paused sub-agent, handed to the tool call that runs it (``ctx.resume``).
+    """Answers for a paused call, handed to the tool when it is called again (``ctx.resume``).
 
-    The tool continues the sub-agent's session instead of starting one:
+    A call running a sub-agent continues the sub-agent's session instead of starting one:
     ``agent.stream(session_id=resume.session_id, parent=ctx, approvals=resume.approvals,
-    tool_outputs=resume.tool_outputs)`` (``Agent.as_tool`` does).
+    tool_outputs=resume.tool_outputs)`` (``Agent.as_tool`` does). A call that asked a question
+    (``awaiting_input``) finds every answer it got so far in ``answers``, in the order it asked.
     """
 
     session_id: str
-    """The paused sub-agent's session."""
+    """The paused sub-agent's session (for a call that asked a question: the call's own session)."""
     approvals: Mapping[DecisionKey, Approval] = field(default_factory=dict)
     """Keyed by ``(session_id, tool_call_id)``."""
     tool_outputs: Mapping[DecisionKey, Any] = field(default_factory=dict)
     """Keyed by ``(session_id, tool_call_id)``."""
+    answers: tuple[AnsweredQuestion, ...] = ()
+    """For a call that asked questions: each question and its answer, the last one new."""
+
+
+def asked_of(output: Any) -> tuple[Question, tuple[AnsweredQuestion, ...]]:
+    """The question an ``awaiting_input`` row holds (``{"question", "answered"}``) and the answers its call
+    had before asking it."""
+    data = output if isinstance(output, Mapping) else {}
+    raw = data.get("question")
+    question = Question.from_dict(raw) if isinstance(raw, Mapping) else Question(message="")
+    answered: list[AnsweredQuestion] = []
+    for item in data.get("answered") or ():
+        if isinstance(item, Mapping) and isinstance(item.get("question"), Mapping):
+            try:
+                answer = input_answer(item.get("answer"))
+            except ValueError:
+                continue
+            answered.append((Question.from_dict(item["question"]), answer))
+    return question, tuple(answered)
+
+
+def asked_output(question: Question, answered: Sequence[AnsweredQuestion]) -> dict[str, Any]:
+    """What an ``awaiting_input`` row holds (read back by :func:`asked_of`)."""
+    return {
+        "question": question.to_dict(),
+        "answered": [{"question": q.to_dict(), "answer": a.to_dict()} for q, a in answered],
+    }
 
 
 def sub_agent_of(output: Any) -> tuple[str, tuple[PendingCall, ...]]:
@@ -154,6 +316,13 @@ class AwaitingRow(Protocol):
     def output(self) -> Any: ...
 
 
+_PENDING_KIND: dict[AwaitingKind, PendingKind] = {
+    "approval": "approval",
+    "output": "output",
+    "input": "input",
+}
+
+
 def pending_of_rows(rows: Sequence[AwaitingRow], session_id: str) -> list[PendingCall]:
     """What a session's stored tool-call rows wait for, in row order: each awaiting call, or for a call
     whose sub-agent paused, that sub-agent's pending calls (``Agent.pending`` and every API that lists
@@ -168,9 +337,10 @@ def pending_of_rows(rows: Sequence[AwaitingRow], session_id: str) -> list[Pendin
                     tool_call_id=row.tool_call_id,
                     tool_name=row.tool_name,
                     args=row.args,
-                    kind="output" if row.awaiting == "output" else "approval",
+                    kind=_PENDING_KIND[row.awaiting],
                     session_id=session_id,
                     message_id=row.message_id,
+                    question=asked_of(row.output)[0] if row.awaiting == "input" else None,
                 )
             )
     return pending

@@ -36,7 +36,7 @@ __all__ = [
 
 TranscriptRole: TypeAlias = Literal["user", "assistant", "reasoning", "system", "media"]
 NotificationStatus: TypeAlias = Literal[
-    "preparing", "executing", "awaiting-approval", "awaiting-output", "awaiting-subagent"
+    "preparing", "executing", "awaiting-approval", "awaiting-output", "awaiting-subagent", "awaiting-input"
 ]
 RemovalReason: TypeAlias = Literal[
     "complete", "interaction-end", "user-turn-start", "resolved", "interaction-start", "failover"
@@ -45,6 +45,7 @@ AWAITING_NOTIFICATION: dict[str, NotificationStatus] = {
     "approval": "awaiting-approval",
     "output": "awaiting-output",
     "subagent": "awaiting-subagent",
+    "input": "awaiting-input",
 }
 """The notification status of a call waiting for a person, by what it waits for."""
 AWAITING_STATUSES = frozenset(AWAITING_NOTIFICATION.values())

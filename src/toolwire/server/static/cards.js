@@ -68,6 +68,7 @@ const LIVE = {
   "awaiting-approval": "awaiting approval",
   "awaiting-output": "awaiting input",
   "awaiting-subagent": "awaiting sub-agent",
+  "awaiting-input": "awaiting your answer",
 };
 
 function seconds(value) {
@@ -117,6 +118,7 @@ const WAITING = {
   "awaiting-approval": "waits for your approval",
   "awaiting-output": "waits for this client",
   "awaiting-subagent": "waits for its sub-agent",
+  "awaiting-input": "asks you a question",
 };
 
 // A sub-agent's call says which sub-agent, by name (its session id is in the card's group title).

@@ -7,7 +7,12 @@
 
 const MAX_DEPTH = 256;
 // The notification status of a call waiting for a person, by what it waits for (tool-call-awaiting `kind`).
-const AWAITING = { approval: "awaiting-approval", output: "awaiting-output", subagent: "awaiting-subagent" };
+const AWAITING = {
+  approval: "awaiting-approval",
+  output: "awaiting-output",
+  subagent: "awaiting-subagent",
+  input: "awaiting-input",
+};
 const isAwaiting = (notification) => Object.values(AWAITING).includes(notification.status);
 
 class Entry {
