@@ -1,7 +1,7 @@
 """The client credentials grant for MCPServerHTTP against a real MCP server behind a real authorization
 server (authlib's ``ClientCredentialsGrant``, ``_mcp_client_credentials_server.py``): the token is fetched
 once, stored per user and reused; a token the server refuses (revoked, expired) is replaced by a new grant and
-the call runs once; a wrong secret is a typed error naming the server; and the
+the call runs once; a wrong secret is a typed error naming the server, also over the toolwire server; and the
 authorization server sees the configured scope."""
 
 from __future__ import annotations
@@ -16,7 +16,12 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.server.conftest import live_server
 from tests.tools._mcp_process import serve_http
+from toolwire import Agent, TextPart
+from toolwire.models.scripted import ScriptedModel
+from toolwire.server import create_app
+from toolwire.store import MemoryStore
 from toolwire.tools.mcp import MCPServerHTTP, MCPToolError, MemoryTokenStore, OAuthClientCredentials
 
 SERVER = Path(__file__).parent / "_mcp_client_credentials_server.py"
@@ -164,3 +169,23 @@ async def test_a_wrong_secret_is_a_typed_error_naming_the_server(mcp_url: str) -
         await source.aclose()
     message = str(refused.value)
     assert mcp_url in message and "invalid_client" in message
+
+
+async def test_a_wrong_secret_over_the_toolwire_server_is_a_502_naming_the_server(mcp_url: str) -> None:
+    wrong = credentials(mcp_url, client_secret="not-the-secret")
+    source = MCPServerHTTP(mcp_url, oauth=wrong, connect_timeout=20)
+    app = create_app(Agent(ScriptedModel([[TextPart(text="unused")]]), tools=[source]), store=MemoryStore())
+    try:
+        async with live_server(app) as server, server.client() as client:
+            for _ in range(2):  # and again: the failed start left the session free, not busy
+                posted = await client.post("/api/sessions/s1/messages", json={"text": "who am I?"})
+                assert posted.status_code == 502, posted.text
+                error = posted.json()["error"]
+                assert error["type"] == "tool_source_failed"
+                assert mcp_url in error["message"] and "invalid_client" in error["message"]
+            user = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "who am I?"}]}
+            chat = await client.post("/api/chat", json={"id": "chat-1", "messages": [user]})
+            assert chat.status_code == 502, chat.text  # the AI SDK door too
+            assert chat.json()["error"]["type"] == "tool_source_failed"
+    finally:
+        await source.aclose()
