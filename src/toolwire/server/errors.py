@@ -14,7 +14,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ExceptionHandler
 
-from toolwire.errors import ResumeError, SessionAccessError, SessionBusyError, ToolwireError
+from toolwire.errors import (
+    ResumeError,
+    SessionAccessError,
+    SessionBusyError,
+    ToolExecutionError,
+    ToolwireError,
+)
 
 
 class RequestError(ToolwireError):
@@ -54,6 +60,8 @@ def error_body(exc: Exception) -> dict[str, Any]:
         return {"error": {"type": "session_busy", "message": str(exc)}}
     if isinstance(exc, ResumeError):
         return {"error": {"type": "not_awaited", "message": str(exc), "tool_call_ids": exc.tool_call_ids}}
+    if isinstance(exc, ToolExecutionError):
+        return {"error": {"type": "tool_source_failed", "message": str(exc)}}
     return {"error": {"type": "internal", "message": "internal server error"}}
 
 
@@ -74,10 +82,18 @@ async def _busy(request: Request, exc: Exception) -> Response:
     return JSONResponse(error_body(exc), status_code=409)
 
 
+async def _tool_source(request: Request, exc: Exception) -> Response:
+    """502: a tool source the run needs first failed (an MCP server unreachable, or refusing the agent's
+    credentials): the fault is upstream, not in the request, and the message names the source."""
+    return JSONResponse(error_body(exc), status_code=502)
+
+
 EXCEPTION_HANDLERS: dict[Any, ExceptionHandler] = {
     RequestError: _request_error,
     SessionAccessError: _access_error,
     SessionBusyError: _busy,
     ResumeError: _busy,  # answers for calls the session does not await: 409, nothing written
+    # A call's own failure is a result the model sees; raised to an endpoint, it is a run start's source.
+    ToolExecutionError: _tool_source,
 }
 """For ``Starlette(exception_handlers=...)``: HTTP endpoints only (WebSocket endpoints close with a code)."""

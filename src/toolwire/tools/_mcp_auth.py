@@ -111,6 +111,8 @@ class OAuthClientCredentials:
     client_id: str
     client_secret: str
     scope: str | None = None
+    """The scope asked for, exactly (space-separated); ``None`` lets the SDK choose from what the servers
+    advertise (the MCP server's challenge or metadata, else all the authorization server knows)."""
     issuer: str | None = None
     """The authorization server these credentials belong to; the flow stops if the server leads elsewhere."""
 
@@ -161,7 +163,7 @@ def auth_for(oauth: OAuth, url: str, store: TokenStore, user: str) -> Any:
     if isinstance(oauth, OAuthClientCredentials):
         from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 
-        return _restoring_expiry(ClientCredentialsOAuthProvider, storage)(
+        return _asking_for(oauth.scope, _restoring_expiry(ClientCredentialsOAuthProvider, storage))(
             server_url=url,
             storage=storage,
             client_id=oauth.client_id,
@@ -213,3 +215,18 @@ def _restoring_expiry(provider: type[Any], storage: _StorageForSDK) -> type[Any]
             self.context.token_expiry_time = await storage.expires_at()
 
     return RestoringExpiry
+
+
+def _asking_for(scope: str | None, provider: type[Any]) -> type[Any]:
+    """The SDK's client credentials provider, asking for the configured scope: before each grant it replaces
+    the configured scope with what the servers advertise (the challenge, the resource metadata, or every
+    scope the authorization server knows), so a client configured for ``tools`` asked for ``tools admin``."""
+    if scope is None:
+        return provider
+
+    class AskingFor(provider):  # type: ignore[misc]
+        async def _perform_authorization(self) -> Any:
+            self.context.client_metadata.scope = scope
+            return await super()._perform_authorization()
+
+    return AskingFor
