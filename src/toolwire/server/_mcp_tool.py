@@ -104,7 +104,7 @@ class Progress:
         elif isinstance(event, ToolCallComplete) and not event.provider_executed:
             await self.say(f"{event.tool_name} {event.status}")
         elif isinstance(event, ToolCallAwaiting) and event.kind != "subagent":
-            wanted = "approval" if event.kind == "approval" else "its output"
+            wanted = {"approval": "approval", "input": "an answer"}.get(event.kind, "its output")
             await self.say(f"{event.tool_name}({args_text(event.args)}) waits for {wanted}")
 
 
@@ -159,6 +159,7 @@ def agent_result(
             "args": p.args,
             "kind": p.kind,
             "session_id": p.session_id,
+            **({"question": p.question.to_dict()} if p.question is not None else {}),
         }
         for p in pending
     ]
@@ -196,11 +197,15 @@ def can_elicit(ctx: ServerRequestContext[Any, Any]) -> bool:
 def how_to_answer(tool_name: str, session_id: str, pending: list[PendingCall]) -> str:
     lines = ["The run is waiting for:"]
     approvals: dict[str, bool] = {}
-    outputs: dict[str, str] = {}
+    outputs: dict[str, Any] = {}
     for p in pending:
         if p.kind == "approval":
             lines.append(f"- {p.tool_call_id}: {p.tool_name}({args_text(p.args)}) needs approval")
             approvals[p.tool_call_id] = True
+        elif p.question is not None:
+            fields = p.question.requested_schema.get("properties")
+            lines.append(f"- {p.tool_call_id}: {p.tool_name}({args_text(p.args)}) asks: {p.question.message}")
+            outputs[p.tool_call_id] = {name: "..." for name in fields} if isinstance(fields, dict) else "..."
         else:
             lines.append(f"- {p.tool_call_id}: {p.tool_name}({args_text(p.args)}) needs its output")
             outputs[p.tool_call_id] = "..."

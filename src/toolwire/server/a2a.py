@@ -278,7 +278,14 @@ class A2AEndpoint:
             else:
                 pending = pending_of_rows(await store.tool_calls(context_id), context_id)
                 turn.awaiting = [
-                    _awaiting_entry(p.tool_call_id, p.tool_name, p.args, p.kind) for p in pending
+                    _awaiting_entry(
+                        p.tool_call_id,
+                        p.tool_name,
+                        p.args,
+                        p.kind,
+                        p.question.to_dict() if p.question is not None else None,
+                    )
+                    for p in pending
                 ]
                 if turn.awaiting:
                     turn.state = "input-required"
@@ -314,7 +321,9 @@ def _follow(turn: TurnResult, event: AgentEvent) -> bool:
         turn.text += event.delta
     elif isinstance(event, ToolCallAwaiting) and event.kind != "subagent":
         if all(a["tool_call_id"] != event.tool_call_id for a in turn.awaiting):
-            turn.awaiting.append(_awaiting_entry(event.tool_call_id, event.tool_name, event.args, event.kind))
+            turn.awaiting.append(
+                _awaiting_entry(event.tool_call_id, event.tool_name, event.args, event.kind, event.question)
+            )
     elif isinstance(event, InteractionEnd):
         turn.state = _STATES.get(event.status, "completed")
         if event.output:
@@ -326,15 +335,21 @@ def _follow(turn: TurnResult, event: AgentEvent) -> bool:
     return False
 
 
-def _awaiting_entry(call_id: str, name: str, args: dict[str, Any], kind: str) -> dict[str, Any]:
-    return {"tool_call_id": call_id, "tool_name": name, "args": args, "kind": kind}
+def _awaiting_entry(
+    call_id: str, name: str, args: dict[str, Any], kind: str, question: dict[str, Any] | None
+) -> dict[str, Any]:
+    entry = {"tool_call_id": call_id, "tool_name": name, "args": args, "kind": kind}
+    return {**entry, "question": question} if question is not None else entry
 
 
 def _status(turn: TurnResult) -> dict[str, Any]:
     status: dict[str, Any] = {"state": turn.state, "timestamp": _now()}
     parts: list[dict[str, Any]] = []
     if turn.state == "input-required":
-        names = ", ".join(a["tool_name"] for a in turn.awaiting)
+        names = ", ".join(
+            f"{a['tool_name']} ({a['question']['message']})" if a.get("question") else a["tool_name"]
+            for a in turn.awaiting
+        )
         parts = [
             {"kind": "text", "text": f"Waiting for your answer to: {names}"},
             {"kind": "data", "data": {"awaiting": turn.awaiting}},

@@ -471,6 +471,20 @@ class AGUIEncoder:
                         "responseSchema": _APPROVAL_SCHEMA,
                     }
                 )
+        elif event.kind == "input" and event.question is not None:
+            # The tool's question is an interrupt whose response is the form the server asked for.
+            if all(i["id"] != event.tool_call_id for i in self._interrupts):
+                question = event.question
+                self._interrupts.append(
+                    {
+                        "id": event.tool_call_id,
+                        "reason": "input",
+                        "toolCallId": event.tool_call_id,
+                        "message": question.get("message", ""),
+                        "responseSchema": question.get("requested_schema") or {"type": "object"},
+                        **({"url": question["url"]} if question.get("url") else {}),
+                    }
+                )
         elif event.kind == "output" and event.tool_call_id not in self._pending:
             self._pending.append(event.tool_call_id)
 
@@ -596,9 +610,10 @@ class AGUIEndpoint:
         outputs: dict[DecisionKey, Any] = {}
         for entry in run_input.resume:
             call_id = entry["interruptId"]
-            if kinds.get(call_id) != "approval":
-                continue
-            approvals[call_id] = _approval(entry)
+            if kinds.get(call_id) == "input":
+                outputs[call_id] = _answer(entry)
+            elif kinds.get(call_id) == "approval":
+                approvals[call_id] = _approval(entry)
         for call_id, value in run_input.tool_messages.items():
             if kinds.get(call_id) == "output":
                 outputs[call_id] = value
@@ -641,6 +656,16 @@ class AGUIEndpoint:
         if new is not None and all(m.id != new.id for m in messages):
             messages = [*messages, new]
         return {"type": "MESSAGES_SNAPSHOT", "messages": history_to_ag_ui(messages)}
+
+
+def _answer(entry: dict[str, Any]) -> Any:
+    """A resume entry answering a tool's question: its payload is the form's content (a cancelled
+    interrupt cancels); the run checks it against the form."""
+    if entry.get("status") == "cancelled":
+        return {"action": "cancel"}
+    if entry.get("status") != "resolved":
+        raise RequestError("a resume entry's 'status' must be 'resolved' or 'cancelled'")
+    return entry.get("payload")
 
 
 def _approval(entry: dict[str, Any]) -> Approval:

@@ -191,14 +191,14 @@ class MCPEndpoint:
             if turn.status not in ("paused", "unknown") or not pending:
                 break
             turn.status = "paused"
-            to_ask = [p for p in pending if p.kind == "approval" and p.key not in asked]
+            to_ask = [p for p in pending if _askable(p) and p.key not in asked]
             if not to_ask or not can_elicit(ctx):
                 break
             decided = await self._elicit(ctx, to_ask)
             asked.update(p.key for p in to_ask)
-            if not decided:  # dismissed: the calls stay waiting, answerable by a later call
+            if decided is None:  # dismissed: the calls stay waiting, answerable by a later call
                 break
-            prompt, approvals, outputs = None, decided, {}
+            prompt, (approvals, outputs) = None, decided
         return agent_result(self.tool_name, session_id, turn, pending if turn.status == "paused" else [])
 
     async def _run_turn(
@@ -237,10 +237,24 @@ class MCPEndpoint:
 
     async def _elicit(
         self, ctx: ServerRequestContext[Any, Any], calls: list[PendingCall]
-    ) -> dict[DecisionKey, Approval]:
-        """An approve/deny form per call; empty when the person dismissed one (nothing is answered then)."""
+    ) -> tuple[dict[DecisionKey, Approval], dict[DecisionKey, Any]] | None:
+        """An approve/deny form per call awaiting approval, and a tool's own question relayed as it was
+        asked (its form); ``None`` when the person dismissed one (nothing is answered then)."""
         decided: dict[DecisionKey, Approval] = {}
+        answers: dict[DecisionKey, Any] = {}
         for call in calls:
+            if call.question is not None:
+                asked = await ctx.session.elicit_form(
+                    call.question.message,
+                    dict(call.question.requested_schema) or {"type": "object", "properties": {}},
+                    related_request_id=ctx.request_id,
+                )
+                if asked.action == "cancel":
+                    return None
+                answers[call.shown] = (
+                    dict(asked.content or {}) if asked.action == "accept" else {"action": asked.action}
+                )
+                continue
             result = await ctx.session.elicit_form(
                 f"Allow {call.tool_name}({args_text(call.args)})?",
                 APPROVAL_FORM,
@@ -248,7 +262,7 @@ class MCPEndpoint:
             )
             content = result.content or {}
             if result.action == "cancel":
-                return {}
+                return None
             if result.action == "decline":
                 decided[call.shown] = Denied("declined by the user")
             elif content.get("approve") is True:
@@ -256,7 +270,7 @@ class MCPEndpoint:
             else:
                 reason = content.get("reason")
                 decided[call.shown] = Denied(reason) if isinstance(reason, str) and reason else False
-        return decided
+        return decided, answers
 
     async def _call_own_tool(
         self, ctx: ServerRequestContext[Any, Any], tool: Tool, args: dict[str, Any], user: str
@@ -290,7 +304,7 @@ class MCPEndpoint:
                     )
                 ],
             )
-            if next(iter(decided.values()), None) is not True:
+            if decided is None or next(iter(decided[0].values()), None) is not True:
                 return error_result(f"{tool.name} was not approved")
         executor = ToolExecutor(
             registry=agent.registry,
@@ -314,3 +328,8 @@ def _version() -> str:
 
 
 __all__ = ["MCPEndpoint", "agent_tool_name", "parse_agent_call"]
+
+
+def _askable(call: PendingCall) -> bool:
+    """A waiting call the host can be asked about with a form: an approval, or a tool's form question."""
+    return call.kind == "approval" or (call.question is not None and call.question.mode == "form")

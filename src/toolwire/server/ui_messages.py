@@ -219,8 +219,10 @@ def client_answers(
                 raise RequestError(f"parts[{i}].approval.approved must be true or false")
             reason = approval.get("reason") if isinstance(approval, dict) else None
             approvals[key] = True if approved else Denied(reason if isinstance(reason, str) else "")
-        elif awaits == "output" and state == "output-available":
-            outputs[key] = part.get("output")
+        elif awaits in ("output", "input") and state == "output-available":
+            outputs[key] = part.get("output")  # a question's answer: the form's fields (checked by the run)
+        elif awaits == "input" and state == "output-error":
+            outputs[key] = {"action": "cancel"}
         elif awaits == "output" and state == "output-error":
             error = part.get("errorText")
             outputs[key] = ToolFailed(error if isinstance(error, str) else "the client tool failed")

@@ -240,6 +240,14 @@ class UIStreamEncoder:
                     "approvalId": event.tool_call_id,
                     "toolCallId": event.tool_call_id,
                 }
+            elif event.kind == "input" and event.question is not None:
+                # The call stays input-available; what its tool asks comes as a data part, and the answer
+                # goes back as the call's output (``addToolOutput``: the form's fields).
+                yield {
+                    "type": "data-tool-question",
+                    "id": event.tool_call_id,
+                    "data": {"toolCallId": event.tool_call_id, "question": event.question},
+                }
         elif isinstance(event, ToolProgress):
             yield {
                 "type": "data-tool-progress",
