@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from toolwire._text import session_title
-from toolwire.errors import ResumeError, SessionAccessError, SessionBusyError
+from toolwire.errors import ResumeError, SessionAccessError, SessionBusyError, ToolExecutionError
 from toolwire.messages import Message, MessageAdapter, ToolResultPart, new_id
 from toolwire.server._input import (
     check_prompt,
@@ -298,7 +298,7 @@ class NativeEndpoints:
             await websocket.send_json({"type": "accepted", "session_id": session_id})
         except SessionAccessError:
             await websocket.send_json({"type": "error", "error": error_body(not_found(session_id))["error"]})
-        except (RequestError, SessionBusyError, ResumeError) as exc:
+        except (RequestError, SessionBusyError, ResumeError, ToolExecutionError) as exc:
             await websocket.send_json({"type": "error", "error": error_body(exc)["error"]})
 
 
