@@ -31,6 +31,11 @@ EXPECTED = {
     "refund order A7": ["state: TASK_STATE_INPUT_REQUIRED", "Answer: Refunded A7."],
     "refund order B9": ["status: paused", "Answer: Refunded B9."],
     "trigger-sampling-request": ["A haiku about tools."],
+    "trigger-elicitation-request": [
+        "status: paused | asks: Please provide inputs",
+        "Name: Ada",
+        "Answer: Signed up.",
+    ],
     "everything.list_resources()": ["resources, the first: demo://", "Read a resource of the MCP server"],
 }
 
