@@ -283,8 +283,13 @@ class UsageLimitExceeded(ToolwireError):
     """A usage limit (``toolwire.UsageLimits``) would be passed: the run ended before the model request (or
     the tool calls) that would pass it; what it did until then is stored."""
 
-    def __init__(self, message: str, *, limit: str, allowed: Any, would_be: Any, per: str) -> None:
+    def __init__(
+        self, message: str, *, limit: str, allowed: Any, would_be: Any, per: str, pause: bool = False
+    ) -> None:
         super().__init__(message)
+        self.pause = pause
+        """Whether the limit pauses the run for a person to extend it (``UsageLimits(pause=True)``)
+        instead of ending it."""
         self.limit = limit
         """Which limit: ``requests``, ``input_tokens``, ``output_tokens``, ``tool_calls`` or ``cost``."""
         self.allowed = allowed

@@ -434,6 +434,9 @@ class ToolCallAwaiting(Envelope):
     """For ``kind="subagent"``: the paused sub-agent's session."""
     parameters: dict[str, Any] | None = None
     """For ``kind="output"``: the tool's parameters JSON schema, so a client can build a form for it."""
+    reason: str | None = None
+    """Why a call waits that would otherwise have run: the run's ``tool_calls`` limit (``UsageLimits(
+    pause=True)``) would be passed; approving it runs it."""
     question: dict[str, Any] | None = None
     """For ``kind="input"``: what the tool asks, ``{"message", "mode": "form" | "url", "requested_schema",
     "url", "server"}`` (:class:`toolwire.tools.pending.Question`): a form to fill in, or a page to visit."""

@@ -5,7 +5,9 @@ A limit is checked *before* what would pass it: a model request is not sent when
 tokens (those already used plus the request's own estimate), the output tokens or the cost already spent
 (plus the request's estimated input cost) would pass a limit; a step's tool calls do not run when their
 number would pass ``tool_calls``. The run then ends with :class:`~toolwire.errors.UsageLimitExceeded`, and
-what it did until then is stored as always. ``per="session"`` counts the session's whole stored usage (every
+what it did until then is stored as always; a limit with ``pause=True`` pauses it instead
+(:mod:`toolwire.agent._limit_pause`), and each extension a person gives a session grows its ``per="session"``
+pausing limits by their own size. ``per="session"`` counts the session's whole stored usage (every
 earlier run's, from the session row) plus this run's; ``per="run"`` this run's only. Sub-agents count
 against their own agent's limits.
 """
@@ -63,14 +65,25 @@ class Budget:
         stored_calls: int,
         session_id: str,
         deps: Any,
+        extensions: int = 0,
     ) -> None:
-        self._limits = tuple(limits)
+        self._given = tuple(limits)
+        self._limits = tuple(extended(limit, extensions) for limit in limits)
         self._prepare = prepare
         self._ledger = ledger
         """The run's RunLedger: its usage so far."""
         self._stored, self._stored_calls = stored, stored_calls
         """The session's usage and tool calls before this run (``per="session"`` limits count them)."""
         self._session_id, self._deps = session_id, deps
+
+    @property
+    def pauses_per_session(self) -> bool:
+        """Whether a limit pauses per session (its extensions are then read when the run opens)."""
+        return any(limit.pause and limit.per == "session" for limit in self._given)
+
+    def extend(self, extensions: int) -> None:
+        """The session was given ``extensions`` extensions in all (a person approved one just now)."""
+        self._limits = tuple(extended(limit, extensions) for limit in self._given)
 
     @property
     def idle(self) -> bool:
@@ -91,10 +104,27 @@ class Budget:
         check_request(self._limits, model, request, used, self._stored, steps)
         return request, model
 
-    def before_calls(self, calls: int) -> None:
-        """Raise :class:`UsageLimitExceeded` when running ``calls`` more tool calls would pass a limit."""
+    def before_calls(self, calls: int, approved: int = 0) -> None:
+        """Raise :class:`UsageLimitExceeded` when running ``calls`` more tool calls would pass a limit
+        (``approved`` of them a person approved: a pausing limit lets those run)."""
         if self._limits:
-            check_tool_calls(self._limits, calls, len(self._ledger.executions), self._stored_calls)
+            check_tool_calls(self._limits, calls, len(self._ledger.executions), self._stored_calls, approved)
+
+
+def extended(limit: UsageLimits, extensions: int) -> UsageLimits:
+    """``limit`` after a session's ``extensions``: a pausing per-session limit grows by its own size for
+    each (a per-run one needs none: the answering run counts from zero)."""
+    if not extensions or not limit.pause or limit.per != "session":
+        return limit
+    factor = 1 + extensions
+    changes: dict[str, Any] = {}
+    for name in ("requests", "input_tokens", "output_tokens", "tool_calls"):
+        value = getattr(limit, name)
+        if value is not None:
+            changes[name] = value * factor
+    if limit.cost is not None:
+        changes["cost"] = Decimal(str(limit.cost)) * factor
+    return replace(limit, **changes)
 
 
 def check_request(
@@ -126,14 +156,18 @@ def check_request(
                 _exceeded(limit, "cost", limit.cost, spent)
 
 
-def check_tool_calls(limits: Sequence[UsageLimits], calls: int, run_calls: int, session_calls: int) -> None:
-    """Raise :class:`UsageLimitExceeded` when running ``calls`` more would pass a ``tool_calls`` limit."""
+def check_tool_calls(
+    limits: Sequence[UsageLimits], calls: int, run_calls: int, session_calls: int, approved: int = 0
+) -> None:
+    """Raise :class:`UsageLimitExceeded` when running ``calls`` more would pass a ``tool_calls`` limit
+    (a pausing limit does not count the ``approved`` ones: a person let them run)."""
     for limit in limits:
         if limit.tool_calls is None:
             continue
         used = run_calls + (session_calls if limit.per == "session" else 0)
-        if used + calls > limit.tool_calls:
-            _exceeded(limit, "tool_calls", limit.tool_calls, used + calls)
+        wanted = calls - approved if limit.pause else calls
+        if wanted > 0 and used + wanted > limit.tool_calls:
+            _exceeded(limit, "tool_calls", limit.tool_calls, used + wanted)
 
 
 def _exceeded(limit: UsageLimits, what: str, allowed: Any, would_be: Any) -> None:
@@ -143,4 +177,5 @@ def _exceeded(limit: UsageLimits, what: str, allowed: Any, would_be: Any) -> Non
         allowed=allowed,
         would_be=would_be,
         per=limit.per,
+        pause=limit.pause,
     )

@@ -29,7 +29,14 @@ from toolwire.store.records import ToolCallRecord
 from toolwire.tools.context import RunContext
 from toolwire.tools.function import Tool
 from toolwire.tools.outcome import ToolOutcome
-from toolwire.tools.pending import AnsweredQuestion, PendingCall, Question, asked_of, sub_agent_of
+from toolwire.tools.pending import (
+    AnsweredQuestion,
+    PendingCall,
+    Question,
+    asked_of,
+    held_reason,
+    sub_agent_of,
+)
 from toolwire.tools.registry import ToolRegistry
 
 logger = logging.getLogger("toolwire.agent")
@@ -96,6 +103,8 @@ class Waiting:
     """For ``kind="input"``: what the tool asks."""
     answered: tuple[AnsweredQuestion, ...] = ()
     """For ``kind="input"``: what the call asked before, and the answers it got."""
+    reason: str | None = None
+    """Why it waits for approval when its tool does not ask (a pausing ``tool_calls`` limit)."""
 
     @property
     def pending(self) -> list[PendingCall]:
@@ -111,6 +120,7 @@ class Waiting:
                 session_id=self.session_id,
                 message_id=self.message_id,
                 question=self.question,
+                reason=self.reason,
             )
         ]
 
@@ -126,12 +136,20 @@ class Waiting:
             "message_id": self.message_id,
             "sub_session_id": self.sub_session_id,
             "question": self.question.to_dict() if self.question is not None else None,
+            "reason": self.reason,
         }
 
     @classmethod
-    def held(cls, call: ToolCallPart, status: ToolCallStatus, session_id: str, message_id: str) -> Waiting:
+    def held(
+        cls,
+        call: ToolCallPart,
+        status: ToolCallStatus,
+        session_id: str,
+        message_id: str,
+        reason: str | None = None,
+    ) -> Waiting:
         kind: AwaitingKind = "output" if status == "awaiting_output" else "approval"
-        return cls(call=call, kind=kind, session_id=session_id, message_id=message_id)
+        return cls(call=call, kind=kind, session_id=session_id, message_id=message_id, reason=reason)
 
     @classmethod
     def subagent(cls, outcome: ToolOutcome, session_id: str, message_id: str) -> Waiting:
@@ -187,6 +205,7 @@ class Waiting:
             kind="output" if row.awaiting == "output" else "approval",
             session_id=session_id,
             message_id=row.message_id,
+            reason=held_reason(row.output) if row.awaiting == "approval" else None,
         )
 
 

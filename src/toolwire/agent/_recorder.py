@@ -352,6 +352,10 @@ class StepRecorder:
             if title:
                 await self.store.set_title(self.session.id, title, only_if_empty=True)
 
+    async def hold_call(self, record: ToolCallRecord) -> None:
+        """A pause no model call made (the run held at a usage limit: ``Store.hold_call``)."""
+        await self._durably(lambda: self.store.hold_call(record, fence=self._lock_owner))
+
     async def record_compaction(self, record: CompactionRecord) -> None:
         """A summary the run's requests start from now on (``Store.record_compaction``)."""
         await self._durably(lambda: self.store.record_compaction(record, fence=self._lock_owner))

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolwire._text import truncate_output
+from toolwire.agent._limit_pause import answer_limit, is_limit
 from toolwire.agent._pause import Waiting, settled, unanswered
 from toolwire.agent._recorder import TAKEOVER_RUN
 from toolwire.agent._scope import RunScope
@@ -75,6 +76,11 @@ async def answer(
     )
     if plan is None:
         return
+    if isinstance(plan, LimitPlan):
+        async with aclosing(answer_limit(scope, plan.row, plan.decision, closing=closing)) as held:
+            async for event in held:
+                yield event
+        return
     step = StepRun.reopen(
         scope, plan.step, plan.message.id, plan.calls, results_at=plan.results_at, waiting=plan.waiting
     )
@@ -84,7 +90,9 @@ async def answer(
     for call in plan.run:
         yield step.resolved(call, *plan.resolutions[call.tool_call_id])
     # With a new prompt, a sub-agent that paused again is closed too.
-    async with aclosing(step.conclude(plan.run, resumes=plan.resumes, closing=closing)) as events:
+    approved = {c.tool_call_id for c in plan.run if plan.resolutions[c.tool_call_id][0] == "approved"}
+    concluding = step.conclude(plan.run, resumes=plan.resumes, closing=closing, approved=approved)
+    async with aclosing(concluding) as events:
         async for event in events:
             yield event
 
@@ -124,6 +132,15 @@ async def take_over(
         scope.ledger.answered(final, final)
 
 
+@dataclass(frozen=True, slots=True)
+class LimitPlan:
+    """A run held at a usage limit (:mod:`toolwire.agent._limit_pause`) and the person's decision on it
+    (``None``: none given, a new prompt closes it)."""
+
+    row: ToolCallRecord
+    decision: Approval | None
+
+
 @dataclass(kw_only=True)
 class Plan:
     """What a run does with a paused step's awaited calls, given its answers."""
@@ -156,8 +173,10 @@ def plan_answers(
     tool_outputs: Mapping[DecisionKey, Any],
     closing: bool,
     max_output_chars: int,
-) -> Plan | None:
+) -> Plan | LimitPlan | None:
     """Check the answers against the awaited calls and plan the step's resolution; nothing is written.
+    A run held at a usage limit gets a :class:`LimitPlan` (its row waits alone: the run stopped before a
+    request, with no call of its own waiting).
 
     ``closing``: a new prompt follows, so every call left unanswered is closed (``unanswered``). Raises
     :class:`ResumeError` for an answer to a call that is not awaited (or awaits the other kind of answer,
@@ -174,6 +193,9 @@ def plan_answers(
     answers = _match_answers(awaited, session_id, approvals, tool_outputs)
     if not awaited:
         return None
+    if is_limit(awaited[-1]):
+        given = answers.get(awaited[-1].tool_call_id, {})
+        return LimitPlan(awaited[-1], next(iter(given.values()))[1] if given else None)
     message_id = awaited[0].message_id
     at = next((i for i, m in enumerate(history) if m.role == "assistant" and m.id == message_id), None)
     if at is None or at + 1 >= len(history):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from toolwire.agent._budget import Budget
+from toolwire.agent._limit_pause import extensions_of
 from toolwire.agent._pause import Gate
 from toolwire.agent._recorder import StepRecorder
 from toolwire.agent.config import RunConfig, RunRequest
@@ -138,6 +139,8 @@ class RunScope:
                 session_id=session.id,
                 deps=deps,
             )
+            if scope.budget.pauses_per_session:  # the extensions a person gave the session so far
+                scope.budget.extend(extensions_of(await store.tool_calls(session.id)))
         return scope, opened
 
     async def refresh_tools(self, request: RunRequest) -> None:

@@ -24,14 +24,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from toolwire.agent._pause import Waiting, pending_of, unanswered
 from toolwire.agent._recorder import StepRecorder
 from toolwire.agent._scope import RunScope, Unnumbered
-from toolwire.errors import ToolBlockedError
+from toolwire.errors import ToolBlockedError, UsageLimitExceeded
 from toolwire.events import (
     AgentEvent,
     MessagePersisted,
@@ -99,6 +99,7 @@ class StepRun:
         for a new step, whose tool message is appended."""
         self._waiting = list(waiting)
         """Calls known to wait already (a paused step's unanswered calls)."""
+
         self.answer: tuple[Message, MessageBuilder] | None = None
         """A new step's assistant message and the model's answer it was built from (usage, finish reason)."""
         if self.calls:
@@ -165,6 +166,38 @@ class StepRun:
 
     # -- calls settled, calls run ------------------------------------------------------------------
 
+    async def _within_limit(
+        self, to_run: Sequence[ToolCallPart], approved: Collection[str]
+    ) -> Sequence[ToolCallPart]:
+        """The calls to run under the run's ``tool_calls`` limits: all, or none when they would pass one
+        (``UsageLimitExceeded``; ``approved``: calls a person approved, which a pausing limit lets run). A
+        pausing limit holds them for approval instead: each waits, its row saying why."""
+        budget = self._scope.budget
+        assert budget is not None
+        try:
+            budget.before_calls(len(to_run), sum(1 for c in to_run if c.tool_call_id in approved))
+        except UsageLimitExceeded as exc:
+            if not exc.pause:
+                raise
+            reason = str(exc).replace("; nothing more was sent", ": approve the call to run it")
+            for call in to_run:
+                await self._scope.recorder.complete_call(
+                    CallCompletion(
+                        tool_call_id=call.tool_call_id,
+                        message_id=self.message_id,
+                        status="awaiting_approval",
+                        output={"reason": reason},
+                        is_error=False,
+                        started_at=None,
+                        finished_at=None,
+                    )
+                )
+                self._waiting.append(
+                    Waiting.held(call, "awaiting_approval", self._scope.session_id, self.message_id, reason)
+                )
+            return []
+        return to_run
+
     async def _mark_running(self, calls: Sequence[ToolCallPart]) -> None:
         """Answered calls about to run are ``pending`` again: a crash now makes them interrupted (their
         outcome unknown), never awaiting a second approval."""
@@ -211,6 +244,7 @@ class StepRun:
         args_errors: Mapping[str, str] | None = None,
         resumes: Mapping[str, Resume] | None = None,
         closing: bool = False,
+        approved: Collection[str] = (),
     ) -> AsyncGenerator[AgentEvent, None]:
         """The rest of the step, the same for its three ways in: ``to_run`` run (``resumes``: answers for
         sub-agents that continue), with ``closing`` (a new prompt follows) every call still waiting closed
@@ -219,12 +253,12 @@ class StepRun:
         The calls come out as events: started, heartbeats, what the tools emit, completed (a call whose
         sub-agent paused is not complete: it is announced as waiting when the step ends). One generator,
         not one per part: every event of every tool step passes here."""
+        if to_run and self._scope.budget is not None:  # a tool_calls limit: none runs that would pass it
+            to_run = await self._within_limit(to_run, approved)
         if to_run:
             scope = self._scope
             if self._results_at is not None:  # a stored step's calls run (again): pending first
                 await self._mark_running(to_run)
-            if scope.budget is not None:  # a tool_calls limit: none of them runs when they would pass it
-                scope.budget.before_calls(len(to_run))
             recorder = scope.recorder
             recorder.check_lease()  # right before tools run: a run that lost its session runs none
             registry = scope.config.registry

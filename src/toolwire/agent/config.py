@@ -58,6 +58,15 @@ class UsageLimits:
     cost: Decimal | float | None = None
     """US dollars at list prices (``toolwire.pricing``); a model without a known price counts nothing."""
     per: Literal["run", "session"] = "run"
+    pause: bool = False
+    """What happens before a request or calls that would pass a limit: ``False`` ends the run with
+    :class:`~toolwire.errors.UsageLimitExceeded`; ``True`` pauses it for a person to extend (a pending
+    approval, ``tool_name`` ``toolwire:usage_limit``, its ``args`` saying which limit and by how much;
+    durable, answerable over every door that answers approvals). Approving goes on with the limits once
+    more: a ``per="run"`` limit counts from the answering run on, a ``per="session"`` limit grows by its own
+    size for each extension the session was given; denying ends the run with ``UsageLimitExceeded``; a
+    new prompt closes it unanswered. Calls that would pass ``tool_calls`` wait for approval instead, each
+    call approved past it runs."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from pydantic_core import to_jsonable_python
 
 from toolwire._text import clean_text
 from toolwire.agent._compaction import Compactor
+from toolwire.agent._limit_pause import hold
 from toolwire.agent._model_step import ModelStep
 from toolwire.agent._resume import answer, take_over
 from toolwire.agent._scope import RunScope, RunSink
@@ -29,7 +30,7 @@ from toolwire.agent._stopped import StreamingStep
 from toolwire.agent.config import RunConfig, RunRequest
 from toolwire.agent.output import NOTHING, OutputPolicy
 from toolwire.agent.result import OutputT, RunResult
-from toolwire.errors import LeaseLostError, MaxStepsExceeded
+from toolwire.errors import LeaseLostError, MaxStepsExceeded, UsageLimitExceeded
 from toolwire.events import (
     AgentEvent,
     InteractionStart,
@@ -40,6 +41,7 @@ from toolwire.events import (
 )
 from toolwire.messages import Message, Usage, new_id
 from toolwire.models._builder import MessageBuilder
+from toolwire.models.base import ModelRequest
 from toolwire.store.base import Store
 from toolwire.store.records import OpenedHistory, SessionInfo
 from toolwire.tools.context import RunContext
@@ -192,17 +194,17 @@ class AgentRun(Generic[OutputT]):
                     )
                 # One step, inline (no generator per step): the model's events, its calls (StepRun), whether
                 # the run is done. aclosing: closing this run closes the inner generators at once.
-                await recorder.renew_lock()
-                if config.registry.sources:  # an MCP server may have announced new tools
-                    await scope.refresh_tools(self._request)
+                await self._ready(scope)
                 yield recorder.event(
                     StepStart, step=number, provider=config.model.provider, model=config.model.model_name
                 )
                 builder = MessageBuilder(provider=config.model.provider, model=config.model.model_name)
                 message_id = new_id("msg_")
-                request, compacted = await model_step.prepare(scope.tools, scope.history, number)
-                for event in compacted:  # the history outgrew the window: older turns summarised
+                request, prepared = await self._step_request(scope, model_step, number)
+                for event in prepared:  # older turns summarised, or the run held at a usage limit
                     yield event
+                if request is None:
+                    break
                 model_events = model_step.stream(request, builder, message_id, number)
                 scope.open_step = StreamingStep(scope, number, builder, message_id)  # Stop keeps its text
                 async with aclosing(model_events):
@@ -230,6 +232,26 @@ class AgentRun(Generic[OutputT]):
         finally:
             for event in await self._close(error):
                 yield event
+
+    async def _ready(self, scope: RunScope) -> None:
+        """Before a step: the lease renewed, and the tools listed again if a source changed them (an MCP
+        server may have announced new tools)."""
+        await scope.recorder.renew_lock()
+        if self.config.registry.sources:
+            await scope.refresh_tools(self._request)
+
+    async def _step_request(
+        self, scope: RunScope, model_step: ModelStep, number: int
+    ) -> tuple[ModelRequest | None, list[AgentEvent]]:
+        """The step's request (compacted when the history outgrew the window, with the compaction's events),
+        or ``None`` when it would pass a pausing usage limit: the run is then held for a person to extend
+        it (:mod:`~toolwire.agent._limit_pause`)."""
+        try:
+            return await model_step.prepare(scope.tools, scope.history, number)
+        except UsageLimitExceeded as exc:
+            if not exc.pause:
+                raise
+            return None, await hold(scope, exc, number)
 
     def _ended_by(self, exc: BaseException) -> BaseException:
         """How the run ends after ``exc``: its status set, and the exception it ends with (``exc`` itself,

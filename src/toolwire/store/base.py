@@ -206,6 +206,12 @@ class Store(ABC):
         """The session's summaries, oldest first (the last one applies)."""
 
     @abstractmethod
+    async def hold_call(self, record: ToolCallRecord, *, fence: str | None = None) -> None:
+        """A row of its own for a pause that no model call made (a run held at a usage limit,
+        :data:`~toolwire.store.records.USAGE_LIMIT_TOOL`): stored once (a retry writes nothing twice),
+        never part of a message, so never sent to a model."""
+
+    @abstractmethod
     async def record_turn_error(self, record: TurnError, *, fence: str | None = None) -> None:
         """The error that ended a turn, kept with the session (once per turn; shown, never sent)."""
 

@@ -160,6 +160,11 @@ class MemoryStore(Store):
     async def compactions(self, session_id: str) -> list[CompactionRecord]:
         return list(self._compactions.get(session_id, []))
 
+    async def hold_call(self, record: ToolCallRecord, *, fence: str | None = None) -> None:
+        self._check_fence(record.session_id, fence)
+        self._calls[record.session_id].setdefault((record.message_id, record.tool_call_id), record)
+        self._touch(record.session_id)
+
     async def record_turn_error(self, record: TurnError, *, fence: str | None = None) -> None:
         self._check_fence(record.session_id, fence)
         errors = self._errors.setdefault(record.session_id, [])

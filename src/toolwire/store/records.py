@@ -15,6 +15,11 @@ ToolCallRowStatus: TypeAlias = Literal["pending", ToolCallStatus]
 """A stored call's status: ``pending`` from the step's start until it ends with a :data:`ToolCallStatus`
 (or waits, the run paused: ``awaiting_*``)."""
 
+USAGE_LIMIT_TOOL = "toolwire:usage_limit"
+"""The tool name of the row a run paused at a usage limit holds (``UsageLimits(pause=True)``): awaiting a
+person's approval to go on, answered like any approval; no model call has this name (providers refuse a
+``:`` in a tool name), and no message holds the row, so it is never sent."""
+
 AWAITING: dict[str, AwaitingKind] = {
     "awaiting_approval": "approval",
     "awaiting_output": "output",

@@ -63,6 +63,7 @@ from toolwire.store._sql_rows import (
     session_from_row,
     session_values,
     tool_call_from_row,
+    tool_call_row,
     touch,
     upgrade_schema,
     usage_from_json,
@@ -391,6 +392,16 @@ class SQLStore(Store):
         )
         rows = await self._read("read compactions", lambda conn: conn.execute(query).all())
         return [compaction_from_row(row) for row in rows]
+
+    async def hold_call(self, record: ToolCallRecord, *, fence: str | None = None) -> None:
+        row = tool_call_row(record.session_id, record)
+
+        def op(conn: sa.Connection) -> None:
+            touch(conn, record.session_id, fence=fence)
+            keys = ["session_id", "message_id", "tool_call_id"]
+            conn.execute(self._writer.insert_ignoring(tool_calls, keys), row)  # a retry writes it once
+
+        await self._write("hold a run", op)
 
     async def record_turn_error(self, record: TurnError, *, fence: str | None = None) -> None:
         row = {f: getattr(record, f) for f in TurnError.__dataclass_fields__}

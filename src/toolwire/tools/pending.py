@@ -173,6 +173,8 @@ class PendingCall:
     """The assistant message that made the call."""
     question: Question | None = None
     """For ``kind="input"``: what the tool asks."""
+    reason: str | None = None
+    """Why a call waits for approval that would otherwise have run (a pausing ``tool_calls`` limit)."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -193,6 +195,7 @@ class PendingCall:
             "session_id": self.session_id,
             "message_id": self.message_id,
             **({"question": self.question.to_dict()} if self.question is not None else {}),
+            **({"reason": self.reason} if self.reason is not None else {}),
         }
 
     @classmethod
@@ -207,6 +210,7 @@ class PendingCall:
             session_id=str(data["session_id"]),
             message_id=str(data.get("message_id", "")),
             question=Question.from_dict(question) if isinstance(question, Mapping) else None,
+            reason=str(data["reason"]) if data.get("reason") is not None else None,
         )
 
 
@@ -286,6 +290,12 @@ def asked_output(question: Question, answered: Sequence[AnsweredQuestion]) -> di
     }
 
 
+def held_reason(output: Any) -> str | None:
+    """Why an ``awaiting_approval`` row waits when its tool does not ask (``{"reason": ...}``)."""
+    reason = output.get("reason") if isinstance(output, Mapping) else None
+    return reason if isinstance(reason, str) else None
+
+
 def sub_agent_of(output: Any) -> tuple[str, tuple[PendingCall, ...]]:
     """The paused sub-agent an ``awaiting_subagent`` row holds (``{"session_id", "pending"}``): its session
     and what it waits for."""
@@ -341,6 +351,7 @@ def pending_of_rows(rows: Sequence[AwaitingRow], session_id: str) -> list[Pendin
                     session_id=session_id,
                     message_id=row.message_id,
                     question=asked_of(row.output)[0] if row.awaiting == "input" else None,
+                    reason=held_reason(row.output) if row.awaiting == "approval" else None,
                 )
             )
     return pending
