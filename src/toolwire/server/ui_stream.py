@@ -67,6 +67,7 @@ from toolwire.events import (
     ToolInputStartEvent,
     ToolProgress,
 )
+from toolwire.store.records import USAGE_LIMIT_TOOL
 
 UI_STREAM_HEADERS = {
     "content-type": "text/event-stream",
@@ -235,6 +236,14 @@ class UIStreamEncoder:
             yield self._tool_output(event)
         elif isinstance(event, ToolCallAwaiting):
             if event.kind == "approval" and self.features.approval:
+                if event.tool_name == USAGE_LIMIT_TOOL:  # no model call made it: its part comes first
+                    yield {
+                        "type": "tool-input-available",
+                        "toolCallId": event.tool_call_id,
+                        "toolName": event.tool_name,
+                        "input": event.args,
+                        "dynamic": True,
+                    }
                 yield {
                     "type": "tool-approval-request",
                     "approvalId": event.tool_call_id,
