@@ -31,6 +31,7 @@ EXPECTED = {
     "refund order A7": ["state: TASK_STATE_INPUT_REQUIRED", "Answer: Refunded A7."],
     "refund order B9": ["status: paused", "Answer: Refunded B9."],
     "trigger-sampling-request": ["A haiku about tools."],
+    "def research_step": ["paused toolwire:usage_limit requests 2 3", "Answer: Here is what I found."],
     "trigger-elicitation-request": [
         "status: paused | asks: Please provide inputs",
         "Name: Ada",
