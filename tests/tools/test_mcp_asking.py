@@ -245,3 +245,35 @@ def test_a_question_while_calls_of_two_sessions_run_is_asked_of_nobody() -> None
     assert asker is not None and asker.tool_call_id == "c2"
     source._serving.append(ctx("b", "c1"))
     assert source._asker() is None
+
+
+async def test_a_question_asked_in_a_sub_agent_pauses_its_caller_and_is_answered_through_it(
+    servers: Any,
+) -> None:
+    """The MCP tool of a sub-agent asks: the sub-agent pauses, its caller's call waits with it
+    (``awaiting_subagent``), the caller's pending lists the question with the sub-agent's session, and the
+    answer given to the caller's session reaches the sub-agent's call, which goes on."""
+    source = servers()
+    store = MemoryStore()
+    booker = Agent(
+        ScriptedModel([[BOOK], [TextPart("booked it")]]), tools=[source], store=store, name="booker"
+    )
+    delegate = ToolCallPart(tool_call_id="d1", tool_name="booker", args={"task": "book Chez Toolwire"})
+    caller = Agent(
+        ScriptedModel([[delegate], [TextPart("all done")]]),
+        tools=[booker.as_tool("booker", "Books tables.")],
+        store=store,
+    )
+    paused = await caller.run("book me a table", session_id="main")
+    [pending] = paused.pending
+    assert paused.status == "paused" and pending.kind == "input" and pending.session_id != "main"
+    assert (
+        pending.question is not None
+        and pending.question.message == "When, and for how many, at Chez Toolwire?"
+    )
+    [row] = await store.tool_calls("main")
+    assert row.status == "awaiting_subagent"
+    done = await caller.run(session_id="main", tool_outputs={pending.key: {"date": "today", "seats": 3}})
+    assert done.status == "completed" and done.output == "all done"
+    [sub_row] = await store.tool_calls(pending.session_id)
+    assert (sub_row.status, said(sub_row.output)) == ("ok", "booked Chez Toolwire on today for 3")
