@@ -2,7 +2,8 @@
 calls the test MCP server's ``book`` (the SDK's server over stdio), which asks "When, and for how many, at
 PLACE?" with a form {date: string, seats: integer}. The call's card shows who asks, the question and its
 form; a wrong answer is refused with the server's words and nothing is lost; Send, Decline and a reload
-while waiting all work from the page."""
+while waiting all work from the page. A question with a page to visit (URL mode, tests/server/
+_mcp_link_server.py) shows its link, only when it is a web page, with Done and Decline."""
 
 from __future__ import annotations
 
@@ -117,3 +118,40 @@ def test_decline_tells_the_tool_no(page: Page, asking: PageServer) -> None:
     form.get_by_role("button", name="Decline").click()
     expect(assistant(page).last).to_contain_text("answered: not booked: decline", timeout=20_000)
     expect(form).to_have_count(0)
+
+
+LINK_SERVER = Path(__file__).parent / "_mcp_link_server.py"
+
+
+def _visit(request: ModelRequest) -> Sequence[Part]:
+    last = request.messages[-1]
+    if last.role == "tool":
+        [result] = last.tool_results
+        output = result.output["result"] if isinstance(result.output, dict) else result.output
+        return [TextPart(text=f"answered: {output}")]
+    url = (last.text or "").removeprefix("visit ")
+    return [ToolCallPart(tool_call_id=f"call_{len(request.messages)}", tool_name="visit", args={"url": url})]
+
+
+def test_a_question_with_a_link_is_done_or_declined(page: Page, serve: Serve) -> None:
+    """URL mode: the page to visit is a link opening a new tab, only when it is a web page; Done accepts."""
+    source = MCPServerStdio(sys.executable, [str(LINK_SERVER)], name="links", timeout=20)
+    running = serve(Agent(ScriptedModel(_visit), tools=[source]))
+    connected(page, f"{running.url}/?session=ask-link")
+    send(page, "visit https://pay.example/confirm?b=1")
+    form = page.get_by_role("form", name="Open this page to confirm the booking.")
+    expect(form).to_be_visible(timeout=20_000)
+    link = form.get_by_role("link", name="https://pay.example/confirm?b=1")
+    expect(link).to_have_attribute("href", "https://pay.example/confirm?b=1")
+    expect(link).to_have_attribute("target", "_blank")
+    expect(link).to_have_attribute("rel", "noopener noreferrer")
+    expect(form.get_by_role("button", name="Done")).to_be_focused()
+    form.get_by_role("button", name="Done").click()
+    expect(assistant(page).last).to_contain_text("answered: visited: accept", timeout=20_000)
+
+    send(page, "visit javascript:alert(1)")
+    expect(form).to_be_visible(timeout=20_000)
+    expect(form.get_by_test_id("question-link")).to_have_text("javascript:alert(1)")
+    expect(form.get_by_role("link")).to_have_count(0)  # not a web page: shown, never followed
+    form.get_by_role("button", name="Decline").click()
+    expect(assistant(page).last).to_contain_text("answered: visited: decline", timeout=20_000)
