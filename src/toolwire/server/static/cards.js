@@ -1,7 +1,7 @@
 // Tool cards: finished calls inside the bubble that made them, unfinished ones (pending, running, waiting for
 // a person) at the end of their session's messages, with an approval, a client tool's form or a tool's
-// question (questions.js) inside; the
-// running-tools bar; client tools the browser runs; answers to waiting calls; sub-agents' names.
+// question (questions.js) inside; the running-tools bar; client tools the browser runs; answers to waiting
+// calls; sub-agents' names.
 
 import { $, api, app, element, errorText, json, notice, sessionPath, view } from "./page.js";
 import { addField, readFields } from "./forms.js";
