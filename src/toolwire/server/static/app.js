@@ -52,7 +52,10 @@ export async function open(sessionId, { fresh = false } = {}) {
   // A paused run's calls wait for a person: shown (with Approve / Deny) as the live events showed them.
   // No run in progress (none, or a paused one): the last interaction-end was published (rule 4's flush).
   const ended = !running;
-  for (const a of awaiting || []) if (a.parameters) view.schemas.set(`${a.session_id}\u0000${a.tool_call_id}`, a.parameters);
+  for (const a of awaiting || []) {
+    if (a.parameters) view.schemas.set(`${a.session_id}\u0000${a.tool_call_id}`, a.parameters);
+    if (a.question) view.questions.set(`${a.session_id}\u0000${a.tool_call_id}`, a.question);
+  }
   const transcript = Transcript.fromHistory(messages, { parents, lastSeq, awaiting: awaiting || [], ended });
   view.transcript = transcript;
   nameSubAgentsFromHistory(messages, parents || {}, agents || {});
@@ -103,6 +106,7 @@ function listen(sessionId, cursor, generation) {
     if (event.type === "stream-reset") return void open(sessionId); // cannot resume from our cursor
     if (event.type === "session-deleted") return void deletedElsewhere(sessionId, source);
     if (event.type === "tool-call-awaiting" && event.parameters) view.schemas.set(`${event.session_id}\u0000${event.tool_call_id}`, event.parameters);
+    if (event.type === "tool-call-awaiting" && event.question) view.questions.set(`${event.session_id}\u0000${event.tool_call_id}`, event.question);
     view.transcript.apply(event);
     follow(event);
   };
@@ -163,7 +167,8 @@ function follow(event) {
       if (event.status === "completed") markEmptyAnswer();
       else if (event.status === "cancelled") addMarker("stopped", "Stopped: what the answer had shown so far stays above.");
       if (event.status === "paused") {
-        announce("Waiting for you: approve or deny the tool call below.");
+        const asked = view.transcript.activeTools.some((n) => n.status === "awaiting-input");
+        announce(asked ? "Waiting for you: answer the tool's question below." : "Waiting for you: approve or deny the tool call below.");
         runClientTools();
       } else if (event.status && event.status !== "completed") announce(`The answer ended: ${event.status}.`);
       refreshSessions();

@@ -1,8 +1,11 @@
 // Tool cards: finished calls inside the bubble that made them, unfinished ones (pending, running, waiting for
-// a person) at the end of their session's messages, with an approval or a client tool's form inside; the
-// running-tools bar; client tools the browser runs; answers to waiting calls; sub-agents' names.
+// a person) at the end of their session's messages, with an approval, a client tool's form or a tool's
+// question (questions.js) inside; the running-tools bar; client tools the browser runs; answers to waiting
+// calls; sub-agents' names.
 
 import { $, api, app, element, errorText, json, notice, sessionPath, view } from "./page.js";
+import { addField, readFields } from "./forms.js";
+import { focusFirstField, questionForm } from "./questions.js";
 
 const TICK_MS = 250; // elapsed seconds are recomputed often enough that each value is visible for most of a second
 
@@ -180,16 +183,20 @@ function liveCard(n) {
   const parts = card({ sessionId: n.session_id, toolName: n.tool_name, title: info.title, status: LIVE[n.status] || n.status, key: null });
   const item = element("li", { class: "entry live-call", "data-role": "tool" });
   item.append(element("span", { class: "sr-only" }, "Tool call: "), parts.box);
-  parts.box.open = n.status === "awaiting-approval" || n.status === "awaiting-output";
+  parts.box.open = n.status === "awaiting-approval" || n.status === "awaiting-output" || n.status === "awaiting-input";
   parts.box.append(io("Input", info.args ?? {}, "tool-args"));
-  return { ...parts, item, toolName: n.tool_name, status: null, form: null, notification: n };
+  return { ...parts, item, toolName: n.tool_name, status: null, question: null, form: null, notification: n };
 }
 
 function updateLiveCard(live, n) {
   live.notification = n;
   const status = n.status;
-  if (live.status !== status) {
+  // A tool may ask again while it waits (another question, or the same one announced again by the next
+  // run): only a different question rebuilds the form, so what is typed in it stays.
+  const question = status === "awaiting-input" ? JSON.stringify(view.questions.get(callKeyOf(n)) ?? null) : null;
+  if (live.status !== status || live.question !== question) {
     live.status = status;
+    live.question = question;
     live.box.setAttribute("data-status", status === "preparing" ? "pending" : status === "executing" ? "running" : status);
     live.badge.textContent = LIVE[status] || status;
     const args = view.transcript.callInfo(n.session_id, n.tool_call_id)?.args;
@@ -198,9 +205,11 @@ function updateLiveCard(live, n) {
     live.form = null;
     if (status === "awaiting-approval") live.form = approvalControls(n);
     else if (status === "awaiting-output" && !clientTool(n.tool_name)) live.form = clientToolForm(n);
+    else if (status === "awaiting-input") live.form = questionControls(n);
     if (live.form) {
       live.box.open = true;
       live.box.append(live.form);
+      if (status === "awaiting-input") focusFirstField(live.form);
     }
   }
   live.time.textContent = status === "executing" || status === "preparing" ? elapsed(n) : "";
@@ -242,9 +251,17 @@ function approvalControls(n) {
   return form;
 }
 
+// A tool's question: its form (questions.js) answers it as the call's output, bound to the message that made
+// the call; the server's refusal of an answer stays in the form rather than in the page's notice.
+function questionControls(n) {
+  const question = view.questions.get(callKeyOf(n)) || { message: "", mode: "form", requested_schema: {}, server: "" };
+  const respond = (output, said) => answerClientTool(n, output, said, { quiet: true });
+  return questionForm(n, question, { respond, leave: moveFocusFrom });
+}
+
 // After an answer the answered card goes away: the focus goes to the next call that waits, else the message box.
 function moveFocusFrom(form) {
-  const next = [...document.querySelectorAll('[data-testid="approval"] [data-testid="approve"], .client-tool-form input, .client-tool-form button')]
+  const next = [...document.querySelectorAll('[data-testid="approval"] [data-testid="approve"], .client-tool-form input, .client-tool-form select, .client-tool-form button')]
     .find((el) => !form.contains(el) && !el.disabled);
   (next || $("input")).focus();
 }
@@ -282,11 +299,11 @@ function callKeyOf(n) {
 }
 
 // One answer for a client tool's call: its output, or {failed: message}; bound to the message that made it.
-function answerClientTool(n, output, said) {
+function answerClientTool(n, output, said, options = {}) {
   const messageId = view.transcript?.callInfo(n.session_id, n.tool_call_id)?.message_id;
   const body = { tool_outputs: { [n.tool_call_id]: output } };
   if (messageId) body.message_ids = { [n.tool_call_id]: messageId };
-  return answer(body, said);
+  return answer(body, said, options);
 }
 
 export async function runClientTools() {
@@ -318,43 +335,6 @@ export async function runClientTools() {
 // picking the input (an enum a select), required ones marked, prefilled with the model's values. Without
 // one: a field per argument the model gave, typed by its value. Send returns the values as the call's
 // output, Cancel answers {failed: "cancelled by the user"}.
-function fieldKind(prop, value) {
-  const declared = Array.isArray(prop?.type) ? prop.type.find((t) => t !== "null") : prop?.type;
-  if (prop?.enum) return "enum";
-  if (declared === "integer") return "number";
-  if (["boolean", "number", "string"].includes(declared)) return declared;
-  if (declared) return "json";
-  return typeof value === "boolean" || typeof value === "number" || typeof value === "string" ? typeof value : "json";
-}
-
-function fieldInput(id, kind, prop, value) {
-  if (kind === "boolean") {
-    const input = element("input", { id, type: "checkbox" });
-    input.checked = !!value;
-    return input;
-  }
-  if (kind === "enum") {
-    const input = element("select", { id });
-    for (const option of prop.enum) input.append(element("option", { value: JSON.stringify(option) }, String(option)));
-    if (value !== undefined) input.value = JSON.stringify(value);
-    return input;
-  }
-  if (kind === "number") {
-    const input = element("input", { id, type: "number", step: prop?.type === "integer" ? "1" : "any" });
-    input.value = value === undefined || value === null ? "" : String(value);
-    return input;
-  }
-  if (kind === "string") {
-    const text = typeof value === "string" ? value : "";
-    const input = element(text.length > 60 ? "textarea" : "input", { id, type: text.length > 60 ? null : "text" });
-    input.value = text;
-    return input;
-  }
-  const input = element("textarea", { id, class: "json-field" });
-  input.value = value === undefined ? "" : JSON.stringify(value, null, 2);
-  return input;
-}
-
 function clientToolForm(n) {
   const info = view.transcript.callInfo(n.session_id, n.tool_call_id) || {};
   const args = info.args && typeof info.args === "object" ? info.args : {};
@@ -368,24 +348,9 @@ function clientToolForm(n) {
   const fields = [];
   for (const [name, prop, value] of wanted) {
     const id = `ct-${n.tool_call_id}-${name}`.replace(/[^\w-]/g, "_");
-    const kind = fieldKind(prop, value);
-    const label = element("label", { for: id }, prop?.title || name);
-    const input = fieldInput(id, kind, prop, value);
-    if (required.has(name) && kind !== "boolean") input.required = true;
-    if (prop?.description) input.setAttribute("aria-description", prop.description);
-    const row = element("div", { class: "field" });
-    row.append(label, input);
-    form.append(row);
-    fields.push([name, kind, input, !properties || required.has(name)]);
+    fields.push(addField(form, id, name, prop, value, { required: required.has(name), needed: !properties || required.has(name) }));
   }
-  if (!fields.length) {
-    const id = `ct-${n.tool_call_id}-answer`.replace(/[^\w-]/g, "_");
-    const row = element("div", { class: "field" });
-    const input = element("input", { id, type: "text" });
-    row.append(element("label", { for: id }, "Answer"), input);
-    form.append(row);
-    fields.push([null, "string", input, true]);
-  }
+  if (!fields.length) fields.push(addField(form, `ct-${n.tool_call_id}-answer`.replace(/[^\w-]/g, "_"), null, null, "", { needed: true }));
   const error = element("div", { class: "field-error", role: "alert" });
   const send = element("button", { type: "submit", class: "primary", "data-testid": "client-tool-send" }, "Send");
   const cancel = element("button", { type: "button", "data-testid": "client-tool-cancel" }, "Cancel");
@@ -394,29 +359,12 @@ function clientToolForm(n) {
   form.append(error, buttons);
   form.addEventListener("submit", (e) => {
     e.preventDefault();
-    let output = {};
-    for (const [name, kind, input, needed] of fields) {
-      if (kind !== "boolean" && input.value === "" && !needed) continue; // an optional field left empty
-      let value;
-      if (kind === "boolean") value = input.checked;
-      else if (kind === "number") value = input.value === "" ? null : Number(input.value);
-      else if (kind === "string") value = input.value;
-      else {
-        try {
-          value = JSON.parse(input.value);
-        } catch {
-          error.textContent = `${name}: not valid JSON`;
-          input.focus();
-          return;
-        }
-      }
-      if (name === null) output = value;
-      else output[name] = value;
-    }
+    const read = readFields(fields, error);
+    if (!read) return;
     answered.add(callKeyOf(n));
     send.disabled = cancel.disabled = true;
     moveFocusFrom(form);
-    answerClientTool(n, output, `Sent ${n.tool_name}.`);
+    answerClientTool(n, read.value, `Sent ${n.tool_name}.`);
   });
   cancel.addEventListener("click", () => {
     answered.add(callKeyOf(n));
@@ -427,19 +375,22 @@ function clientToolForm(n) {
   return form;
 }
 
-export async function answer(body, said) {
+/** POST an answer to the waiting calls; resolves to the server's reply (null when not sent: a turn runs).
+ * A refusal shows in the page's notice unless `quiet` (the caller shows it where the answer was given). */
+export async function answer(body, said, { quiet = false } = {}) {
   const sessionId = view.sessionId;
-  if (!sessionId || view.busy) return;
+  if (!sessionId || view.busy) return null;
   view.busy = true;
   view.awaiting = true;
   app.renderActivity();
   if (said) app.announce(said);
   const sent = await api(sessionPath(sessionId, "/messages"), { method: "POST", body: JSON.stringify(body) });
-  if (view.sessionId !== sessionId || sent.status === 202) return;
+  if (view.sessionId !== sessionId || sent.status === 202) return sent;
   view.busy = false;
   view.awaiting = false;
   app.renderActivity();
-  notice(`Not sent: ${errorText(sent)}`);
+  if (!quiet) notice(`Not sent: ${errorText(sent)}`);
+  return sent;
 }
 
 // Elapsed seconds keep ticking while a tool runs: only the labels' text changes, the elements stay.

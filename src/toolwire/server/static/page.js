@@ -25,6 +25,7 @@ export const view = {
   cards: new Map(), // session id + call id -> the card of a call not finished yet (pending, running, waiting)
   openCards: new Set(), // finished cards the person expanded, kept open when their bubble is drawn again
   schemas: new Map(), // session id + call id -> a waiting client tool's parameters schema (its form is built from it)
+  questions: new Map(), // session id + call id -> what a waiting tool asks ({message, mode, requested_schema, url, server})
   agents: new Map(), // session id -> the sub-agent's name (its interaction-start), or the tool that started it
   noteText: new Map(), // system bubble id -> how the page words it (failover, error with Retry)
   model: "", // the model of the conversation's current run, as its interaction-start names it
