@@ -91,6 +91,10 @@ class InteractionStart(Envelope):
     ``aws.bedrock``, ...)."""
     output_type: Literal["json"] | None = None
     """``json`` when the run asks the model for a JSON answer (native structured output or a grammar)."""
+    skipped_from: int | None = None
+    """For a run taking over a dead replica's turn: the first seq that run numbered but died before
+    publishing. No event ever carries a seq from it up to this event's: a client seeing that jump lost
+    nothing (the calls those events completed are announced again right after). ``None`` otherwise."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -358,25 +358,27 @@ def _check_stream(conversation: Conversation) -> tuple[list[str], list[tuple[int
                 conflicts.append((event["seq"], f"{seen[key]['type']} / {event['type']}"))
             continue
         seen[key] = event
-        if event["seq"] > expected and not _takeover_start(event):
+        if event["seq"] > expected and not _skips_to(event, expected):
             lost.append(f"{conversation.session_id}: seqs {expected}..{event['seq'] - 1}")
         expected = max(expected, event["seq"] + 1)
     return lost, conflicts
 
 
-def _takeover_start(event: dict[str, Any]) -> bool:
-    """The start of a run taking a dead replica's turn over (it has no prompt). A jump to it is the documented
-    gap (RELIABILITY.md, `test_numbered_events`): the dead run counted those seqs in the store (a client that
-    read the history counts them too, so they are never reused) and died before publishing them; the takeover
-    announces the calls they completed again. Any other jump is a loss."""
-    return event.get("type") == "interaction-start" and not event.get("prompt")
+def _skips_to(event: dict[str, Any], expected: int) -> bool:
+    """Whether ``event`` says the seqs from ``expected`` up to its own were never published: the start of a
+    run taking a dead replica's turn over, whose ``skipped_from`` marks the documented gap (RELIABILITY.md,
+    `test_numbered_events`): the dead run counted those seqs in the store (a client that read the history
+    counts them too, so they are never reused) and died before publishing them; the takeover announces the
+    calls they completed again. Any other jump is a loss."""
+    skipped = event.get("skipped_from")
+    return event.get("type") == "interaction-start" and skipped == expected
 
 
 def _log_gaps_explained(rows: list[tuple[int, int, str]]) -> bool:
-    """The shared log's seqs are 1..n, but for jumps to a takeover's start (see :func:`_takeover_start`)."""
+    """The shared log's seqs are 1..n, but for the jumps a takeover's start marks (see :func:`_skips_to`)."""
     expected = 1
     for _, seq, body in rows:
-        if seq != expected and not (seq > expected and _takeover_start(json.loads(body))):
+        if seq != expected and not (seq > expected and _skips_to(json.loads(body), expected)):
             return False
         expected = seq + 1
     return True

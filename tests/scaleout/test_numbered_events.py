@@ -7,6 +7,7 @@ hook in the test's agent module until the replica is seen draining (state, not t
 from __future__ import annotations
 
 import asyncio
+import itertools
 import signal
 import time
 from pathlib import Path
@@ -142,6 +143,12 @@ async def test_a_takeover_announces_the_completions_a_killed_run_counted_but_nev
         events = [e for _, e in frames]
         seqs = [e["seq"] for e in events]
         assert seqs == sorted(set(seqs)), seqs  # increasing, none twice
+        # The one jump is to the takeover's start, which says where the never-published seqs begin: a
+        # client tells it from a loss.
+        jumps = [(a, b) for a, b in itertools.pairwise(events) if b["seq"] != a["seq"] + 1]
+        assert [(b["type"], b["skipped_from"]) for _, b in jumps] == [
+            ("interaction-start", jumps[0][0]["seq"] + 1)
+        ]
         completes = [e for e in events if e["type"] == "tool-call-complete"]
         assert [(e["tool_call_id"], e["status"], e["output"]) for e in completes] == [
             ("call_1", "ok", "worked")

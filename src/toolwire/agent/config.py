@@ -163,10 +163,16 @@ class Takeover:
     dead_run_owner: str | None = None
     """The dead run's lease owner, which names its interaction: a turn whose interaction stored nothing
     died before storing its prompt (the run then ends with :class:`~toolwire.errors.TurnLostError`)."""
-    unpublished: bool = False
-    """The dead run numbered events no client received (the store's last seq is past the event log's: it
-    died between a step's write and the publication of what that write counted). Its last step's finished
-    calls are then announced again, so no client keeps a call that never completes."""
+    unpublished_from: int | None = None
+    """The first seq the dead run numbered but no client received (the store's last seq is past the event
+    log's: it died between a step's write and the publication of what that write counted); ``None``: none.
+    Its last step's finished calls are then announced again, so no client keeps a call that never
+    completes, and the takeover's ``interaction-start`` says where the seqs it skips start."""
+
+    @property
+    def unpublished(self) -> bool:
+        """Whether the dead run numbered events no client received."""
+        return self.unpublished_from is not None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

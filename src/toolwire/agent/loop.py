@@ -280,6 +280,7 @@ class AgentRun(Generic[OutputT]):
             model=config.model.model_name,
             provider_name=config.model.otel_provider_name,
             output_type="json" if self._output and self._output.spec.answers_in_text else None,
+            skipped_from=request.takeover.unpublished_from if request.takeover is not None else None,
         )
         resuming: AsyncGenerator[AgentEvent, None] | None = None
         if request.takeover is not None:

@@ -146,7 +146,7 @@ class RunManager:
             return False
         store = await self.agent.get_store()
         replication = store.replication()
-        unpublished = False
+        unpublished_from: int | None = None
         if replication is not None:  # number after what the dead run already published
             # First fence it: from now on the log refuses its events (it may be only paused, not dead),
             # so the highest seq read next is final and this run never numbers a seq twice.
@@ -156,9 +156,10 @@ class RunManager:
                 published = await self.hub.max_seq(StreamKey(session_id, info.incarnation))
                 # Counted in the store but never in the log: the run died between a step's write and the
                 # publication of what it counted (its last completions): the takeover announces them.
-                unpublished = info.last_seq > published
+                if info.last_seq > published:
+                    unpublished_from = published + 1
                 await replication.raise_last_seq(session_id, published)
-        takeover = Takeover(dead_run_owner=dead_run_owner, unpublished=unpublished)
+        takeover = Takeover(dead_run_owner=dead_run_owner, unpublished_from=unpublished_from)
         try:
             await self.start(session_id, None, user_id=user_id, takeover=takeover)
         except SessionBusyError:
