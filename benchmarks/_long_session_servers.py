@@ -56,6 +56,8 @@ class Served:
     cache_read: int = 0
     cache_write: int = 0
     refused: bool = False
+    summary: bool = False
+    """A request without tools: toolwire's compaction asking for a summary (its cost is the summary's)."""
 
 
 @dataclass
@@ -95,7 +97,9 @@ SUMMARY = (
 )
 
 
-def _answer_kind(last_is_tool_result: bool, turn_marker: str, tools: bool = True) -> tuple[str, dict[str, Any]]:
+def _answer_kind(
+    last_is_tool_result: bool, turn_marker: str, tools: bool = True
+) -> tuple[str, dict[str, Any]]:
     if not tools:  # a request without tools (toolwire's compaction asking for a summary): a summary
         return "text", {"text": SUMMARY}
     if last_is_tool_result:
@@ -132,9 +136,11 @@ class OpenAIServer(LongSessionServer):
         cached = cached if cached >= MIN_CACHED else 0
         earlier.append(prompt)
         del earlier[:-4]  # entries live minutes; the session's last few requests are what it can hit
-        self.served.append(Served(input_tokens=total, cache_read=cached))
+        self.served.append(Served(input_tokens=total, cache_read=cached, summary=not body.get("tools")))
         last = body["messages"][-1]
-        kind, content = _answer_kind(last.get("role") == "tool", f"A-{len(body['messages'])}", bool(body.get("tools")))
+        kind, content = _answer_kind(
+            last.get("role") == "tool", f"A-{len(body['messages'])}", bool(body.get("tools"))
+        )
         message: dict[str, Any] = {"role": "assistant", "content": None}
         if kind == "text":
             message["content"] = content["text"]
@@ -215,7 +221,10 @@ class AnthropicServer(LongSessionServer):
         for mark in marks:
             if sum(sizes[: mark + 1]) >= MIN_CACHED:
                 self._cache.add(prefix_hashes[mark])
-        self.served.append(Served(input_tokens=total, cache_read=cache_read, cache_write=cache_write))
+        summary = not body.get("tools")
+        self.served.append(
+            Served(input_tokens=total, cache_read=cache_read, cache_write=cache_write, summary=summary)
+        )
         last = body["messages"][-1]["content"]
         last_is_result = isinstance(last, list) and any(b.get("type") == "tool_result" for b in last)
         kind, content = _answer_kind(last_is_result, f"A-{len(body['messages'])}", bool(body.get("tools")))

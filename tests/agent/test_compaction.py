@@ -4,11 +4,14 @@ A scripted model with a 3,000-token window answers a support session whose every
 result. What is sent shrinks (old tool results first, then a stored summary), every request fits, the store
 keeps every message, the summary is reused by a later process, and the requests stay valid for every wire
 family. A summariser that fails falls back to leaving old turns out; a provider's context-length refusal is
-compacted and asked again once."""
+compacted and asked again once. A request budget of its own (``Compaction.max_request_tokens``) compacts before
+the window share, also for a model whose window is unknown, and moves the trimming boundary rarely, so the
+prefix sent stays the same from step to step in between."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +20,11 @@ import pytest
 from tests.cli.helpers import toolwire
 from tests.reliability.wire_checks import adapters, unanswered_calls
 from toolwire import Agent, TextPart, ToolCallPart
-from toolwire.agent._compaction import SUMMARY_INSTRUCTIONS
+from toolwire.agent._compaction import STAND_IN, SUMMARY_INSTRUCTIONS
 from toolwire.agent.config import Compaction
 from toolwire.errors import ContextLengthExceeded, ProviderError
 from toolwire.events import CompactionEvent
-from toolwire.messages import Part
+from toolwire.messages import MessagesAdapter, Part
 from toolwire.models import estimate_request_tokens
 from toolwire.models.base import ModelRequest
 from toolwire.models.scripted import ScriptedModel
@@ -45,9 +48,9 @@ def summarising(request: ModelRequest) -> bool:
 class Support:
     """A scripted support model that records what it was sent (and how large it was)."""
 
-    def __init__(self, *, failing_summary: bool = False) -> None:
+    def __init__(self, *, failing_summary: bool = False, window: int | None = WINDOW) -> None:
         self.model = ScriptedModel(self.respond)
-        self.model.context_window = WINDOW
+        self.model.context_window = window
         self.sent: list[ModelRequest] = []
         self.summaries: list[ModelRequest] = []
         self.failing_summary = failing_summary
@@ -185,3 +188,113 @@ async def test_a_context_length_refusal_is_compacted_and_asked_again_once() -> N
     await _session(agent, range(10))
     assert refusals  # it did refuse, and each refusal was followed by a shorter request that passed
     assert all(estimate_request_tokens(support.model, r) <= WINDOW // 2 for r in support.sent)
+
+
+def _trimmed(request: ModelRequest) -> bool:
+    """Some tool result of ``request`` is sent as a stand-in."""
+    stand_in = STAND_IN.split("{chars}")[1]
+    return any(stand_in in str(r.output) for m in request.messages for r in m.tool_results)
+
+
+async def test_the_request_budget_compacts_before_the_window_share() -> None:
+    """A window of 100,000 tokens (80 %: 80,000) and a budget of 2,400: every request stays within the
+    budget, though the session grows far past it."""
+    support = Support(window=100_000)
+    agent = Agent(support.model, tools=[lookup], compaction=Compaction(max_request_tokens=2_400))
+    await _session(agent, range(20))
+    sizes = [estimate_request_tokens(support.model, r) for r in support.sent]
+    assert max(sizes) <= 2_400, sizes
+    assert _trimmed(support.sent[-1]) or support.summaries
+    assert support.sent[-1].messages[0].role == "user"
+
+
+async def test_a_model_whose_window_is_unknown_compacts_at_the_budget() -> None:
+    support = Support(window=None)
+    agent = Agent(support.model, tools=[lookup], compaction=Compaction(max_request_tokens=2_400))
+    await _session(agent, range(20))
+    sizes = [estimate_request_tokens(support.model, r) for r in support.sent]
+    assert max(sizes) <= 2_400, sizes
+    assert _trimmed(support.sent[-1]) or support.summaries
+
+
+async def test_the_prefix_sent_stays_the_same_between_block_moves() -> None:
+    """Between two moves of the trimming boundary (or a new summary) each step's request starts with the
+    previous one's, byte for byte: what the provider cached is read again. The boundary moves rarely, and
+    each move takes the request well under the budget (a block), not just under it."""
+    budget = 8_000
+    support = Support(window=None)
+    agent = Agent(support.model, tools=[lookup], compaction=Compaction(max_request_tokens=budget))
+    await _session(agent, range(60))
+
+    def sent(request: ModelRequest) -> tuple[str, bytes]:
+        return request.instructions or "", MessagesAdapter.dump_json(list(request.messages))
+
+    moves: list[int] = []
+    for index, (before, after) in enumerate(pairwise(support.sent), start=1):
+        (instructions, earlier), (instructions_now, now) = sent(before), sent(after)
+        if instructions_now != instructions or not now.startswith(earlier.removesuffix(b"]")):
+            moves.append(index)
+    sizes = [estimate_request_tokens(support.model, r) for r in support.sent]
+    assert max(sizes) <= budget, sizes
+    assert moves, "the session outgrew the budget: the boundary must have moved"
+    # 120 steps: the boundary moved a handful of times, never on consecutive steps.
+    assert len(moves) <= len(support.sent) // 10, moves
+    assert all(later - earlier > 4 for earlier, later in pairwise(moves)), moves
+    # Each move left the request at most ~80 % of the budget (a block of ~40 % of it trimmed at once; a
+    # summary leaves less).
+    assert all(sizes[i] <= budget * 0.8 for i in moves), [(i, sizes[i]) for i in moves]
+
+
+async def test_without_a_request_budget_only_the_window_share_compacts() -> None:
+    """``max_request_tokens=None``: a request grows past the default budget up to the window's share."""
+    support = Support(window=100_000)
+    agent = Agent(support.model, tools=[lookup], compaction=Compaction(max_request_tokens=None))
+    await _session(agent, range(60))
+    sizes = [estimate_request_tokens(support.model, r) for r in support.sent]
+    default_budget = Compaction().max_request_tokens
+    assert default_budget is not None and max(sizes) > default_budget, sizes
+    assert not _trimmed(support.sent[-1]) and not support.summaries
+
+    unknown = Support(window=None)  # and a model whose window is unknown is sent its history whole
+    agent = Agent(unknown.model, tools=[lookup], compaction=Compaction(max_request_tokens=None))
+    await _session(agent, range(5))
+    assert not any(_trimmed(r) for r in unknown.sent) and not unknown.summaries
+
+
+class Researcher:
+    """A scripted model that looks up four orders in one turn before it answers."""
+
+    def __init__(self, window: int) -> None:
+        self.model = ScriptedModel(self.respond)
+        self.model.context_window = window
+        self.sent: list[ModelRequest] = []
+
+    def respond(self, request: ModelRequest) -> Sequence[Part]:
+        self.sent.append(request)
+        turn = _turn_start(request)
+        looked_up = sum(len(m.tool_results) for m in request.messages[turn:])
+        if looked_up < 4:
+            order = f"B{looked_up}"
+            return [ToolCallPart(tool_call_id=f"call_{order}", tool_name="lookup", args={"order": order})]
+        return [TextPart(text="All four have shipped.")]
+
+
+def _turn_start(request: ModelRequest) -> int:
+    return max(i for i, m in enumerate(request.messages) if m.role == "user")
+
+
+async def test_the_budget_never_cuts_the_current_turn_the_window_share_does() -> None:
+    """One turn of four ~2 KB results (~2,500 tokens): over a 1,500-token budget, it is sent whole while it
+    fits the window's share; past that share (a 3,000-token window) its older results go."""
+    roomy = Researcher(window=100_000)
+    agent = Agent(roomy.model, tools=[lookup], compaction=Compaction(max_request_tokens=1_500))
+    await agent.run("Where are orders B0 to B3?")
+    last = roomy.sent[-1]
+    assert estimate_request_tokens(roomy.model, last) > 1_500
+    assert len(last.messages[-1].tool_results) == 1 and not _trimmed(last)
+
+    tight = Researcher(window=WINDOW)
+    agent = Agent(tight.model, tools=[lookup], compaction=Compaction(max_request_tokens=1_500))
+    await agent.run("Where are orders B0 to B3?")
+    assert _trimmed(tight.sent[-1])
+    assert estimate_request_tokens(tight.model, tight.sent[-1]) <= int(WINDOW * Compaction().threshold)

@@ -1,21 +1,26 @@
-"""Compaction: what a step SENDS shrinks when the history outgrows the model's context window.
+"""Compaction: what a step SENDS shrinks when the history outgrows its budget or the model's context window.
 
 The store keeps the whole history; only the request changes, in this order:
 
 1. **A stored summary applies.** The session's latest :class:`~toolwire.store.records.CompactionRecord`
    replaces the messages before its first kept message with its summary, in the instructions (valid for
    every provider: no message of another role is invented, the first message stays the user's).
-2. **Old tool results shrink.** When the request would pass ``threshold`` of the window, the results of
-   earlier turns, oldest first and only the large ones, are replaced by a short stand-in. Every call keeps
-   a result and every part keeps its provider metadata (signatures), so the request stays valid for any
-   adapter. This is recomputed at each step from the history, never stored.
-3. **Older turns become a summary.** Still too long: the turns before the most recent ones are summarised
+2. **Old tool results shrink.** When the request would pass its budget, ``min(threshold x window,
+   max_request_tokens)`` (either one alone when the other is unknown or ``None``), the results of earlier
+   turns, oldest first and only the large ones, are replaced by a short stand-in, in blocks (see
+   :func:`_trim_cuts`). Every call keeps a result and every part keeps its provider metadata
+   (signatures), so the request stays valid for any adapter. This is recomputed at each step from the
+   history, never stored.
+3. **Older turns become a summary.** Still too long with every whole block trimmed: the turns before the most recent ones are summarised
    by the agent's model (or ``Compaction(summary_model=...)``), stored as a record of its own (what it
    covers, the summary, the model, its usage) through the run's recorder, announced (``compaction``) and
    reused by every later step and turn, in any process or replica. A summary cuts at a user turn, so no
    call is separated from its result.
 4. **The summariser failed** (an error, or its own request too long): the oldest turns are left out of
    this request instead; nothing is stored and the session goes on.
+
+The recent turns (``keep_recent_turns``, the current one included) are never summarised or left out, and their
+results are trimmed only to fit the window's share, never for ``max_request_tokens`` alone.
 
 A provider's :class:`~toolwire.errors.ContextLengthExceeded` asks for the same with ``force`` (the model
 step asks again once): the window it states is learned, and the request is cut to the threshold of it.
@@ -34,7 +39,7 @@ from toolwire.errors import ContextLengthExceeded
 from toolwire.events import AgentEvent, CompactionEvent
 from toolwire.messages import Message, TextPart, ToolResultPart, Usage, new_id
 from toolwire.models._builder import collect
-from toolwire.models._tokens import chars_per_token, estimate_request_tokens
+from toolwire.models._tokens import DEFAULT_CHARS_PER_TOKEN, chars_per_token, estimate_request_tokens
 from toolwire.models.base import Model, ModelRequest, ModelSettings
 from toolwire.models.fallback import FallbackModel
 from toolwire.store.records import CompactionRecord
@@ -51,8 +56,9 @@ SUMMARY_HEADING = (
     "Summary of the earlier conversation (older messages were summarised to fit the context window):"
 )
 STAND_IN = "[{chars} characters of this tool result were left out to fit the context window]"
-TRIM_BLOCK = 8
-"""Turns whose results are trimmed together (the boundary moves by this many turns at a time)."""
+TRIM_BLOCK_SHARE = 0.4
+"""The share of the budget one block of trimmed results saves: the trimming boundary moves by that much at a
+time, so it moves rarely and the provider's cache keeps serving the prefix in between."""
 _MIN_TRIMMED_CHARS = 400
 """A result shorter than this is not worth its stand-in."""
 
@@ -85,12 +91,15 @@ class Compactor:
             request = self._unfitted
         self._unfitted = request
         request = self._with_summary(request)
-        window = _window(model)
-        if window is None and not force:
+        window, most = _window(model), self._settings.max_request_tokens
+        if window is None and most is None and not force:
             return request, []  # unknown (never learned): sent as it is; its error teaches the window
         before = estimate_request_tokens(model, request)
-        # A refusal that stated no window: a third shorter than what was refused.
-        budget = int(window * self._settings.threshold) if window is not None else int(before * 0.67)
+        # The window's share is the hard limit: the only one the recent turns are ever trimmed for.
+        hard = int(window * self._settings.threshold) if window is not None else None
+        limits = [limit for limit in (hard, most) if limit is not None]
+        # A refusal that stated no window, and no budget of its own: a third shorter than what was refused.
+        budget = min(limits) if limits else int(before * 0.67)
         if refused is not None and refused.requested and refused.limit:
             # The provider counts differently: the budget in the estimate's own units.
             budget = min(budget, int(refused.limit * self._settings.threshold * before / refused.requested))
@@ -98,13 +107,21 @@ class Compactor:
             if not force:
                 return request, []
             budget = int(before * 0.67)  # refused though it looked short enough: the estimate was low
+        if force:
+            hard = budget  # what the provider refused is the hard limit now
         per_token = chars_per_token(model)
         # Refused by the provider: only the current turn is kept whole.
         keep = 1 if force else self._settings.keep_recent_turns
         if self._settings.trim_tool_results:
-            request, before = _trim_results(request, before, budget, per_token, keep)
+            # With summaries on, trimming stops at the last whole block: past it the boundary would move
+            # with every turn (a cache miss of the request at each), where a summary moves it once.
+            whole_blocks = self._settings.summarize
+            request, before = _trim_results(
+                request, before, budget, per_token, keep, whole_blocks=whole_blocks, recent_limit=hard
+            )
             if before <= budget:
                 return request, []
+        # Still too long with the earlier results stand-ins: only now is a summary written.
         cut = _turn_cut(request.messages, keep)
         if cut <= 0:
             return request, []  # only recent turns left: nothing older to leave out
@@ -117,19 +134,26 @@ class Compactor:
                 )
             else:
                 self.latest = record
-                return self._fitted_again(model, budget, keep), events
+                return self._fitted_again(model, hard, keep), events
         shorter = replace(request, messages=request.messages[cut:])
         if force and self._unfitted is not None:  # without the summary, which may be what does not fit
             shorter = replace(shorter, instructions=self._unfitted.instructions)
         return shorter, []
 
-    def _fitted_again(self, model: Model, budget: int, keep: int) -> ModelRequest:
-        """The step's request from the new summary on, its kept turns' results trimmed if still too long."""
+    @property
+    def budgeted(self) -> bool:
+        """A request budget of its own (``max_request_tokens``): every step is fitted, even when the model's
+        window is unknown."""
+        return self._settings.max_request_tokens is not None
+
+    def _fitted_again(self, model: Model, hard: int | None, keep: int) -> ModelRequest:
+        """The step's request from the new summary on, its kept turns' results trimmed if it still passes
+        the hard limit (the window's share; never for the budget alone)."""
         assert self._unfitted is not None
         request = self._with_summary(self._unfitted)
         tokens = estimate_request_tokens(model, request)
-        if self._settings.trim_tool_results and tokens > budget:
-            request, _ = _trim_results(request, tokens, budget, chars_per_token(model), keep)
+        if self._settings.trim_tool_results and hard is not None and tokens > hard:
+            request, _ = _trim_results(request, tokens, hard, chars_per_token(model), keep, recent_limit=hard)
         return request
 
     def _with_summary(self, request: ModelRequest) -> ModelRequest:
@@ -226,24 +250,37 @@ def _turn_cut(messages: Sequence[Message], keep_recent_turns: int) -> int:
 
 
 def _trim_results(
-    request: ModelRequest, tokens: int, budget: int, per_token: float, keep_recent_turns: int
+    request: ModelRequest,
+    tokens: int,
+    budget: int,
+    per_token: float,
+    keep_recent_turns: int,
+    *,
+    whole_blocks: bool = False,
+    recent_limit: int | None,
 ) -> tuple[ModelRequest, int]:
     """Replace the large tool results of earlier turns by a stand-in until the request fits ``budget``
     (estimated from the characters each stand-in saves). Returns the request and its estimate.
 
-    Whole turns go, oldest first, in blocks of :data:`TRIM_BLOCK` turns: the boundary stays where it is
-    while the request fits, step after step and turn after turn (it is recomputed from the history, not
-    stored), so the provider's prompt cache keeps serving the prefix; it moves only when the request
-    passes the budget again. Within a single turn (no earlier one to trim), its older steps' results go."""
+    Whole turns go, oldest first, in blocks (:func:`_trim_cuts`): the boundary stays where it is while the
+    request fits, step after step and turn after turn (it is recomputed from the history, not stored), so
+    the provider's prompt cache keeps serving the prefix; it moves only when the request passes the budget
+    again. ``whole_blocks``: the turns after the last whole block stay whole (see :func:`_trim_cuts`).
+    Within the recent turns alone (no earlier one to trim), their older steps' results go, but only to fit
+    ``recent_limit`` (the window's share: never for the budget alone; ``None``: never)."""
     messages = list(request.messages)
     starts = _turn_starts(messages)
     keep = max(keep_recent_turns, 1)
-    if len(starts) <= keep:  # one turn: every result of it but its latest step's
+    if len(starts) <= keep:  # recent turns only: every result of them but the latest step's
+        if recent_limit is None or tokens <= recent_limit:
+            return request, tokens
+        budget = recent_limit
         last_results = max((i for i, m in enumerate(messages) if m.role == "tool"), default=0)
         cuts = [last_results]
     else:
-        kept = starts[-keep]
-        cuts = [starts[k] for k in range(TRIM_BLOCK, len(starts) - keep, TRIM_BLOCK)] + [kept]
+        cuts = _trim_cuts(messages, starts, starts[-keep], budget, whole_blocks=whole_blocks)
+        if not cuts:
+            return request, tokens
     saved, trimmed_upto, changed = 0, 0, False
     for cut in cuts:
         for index in range(trimmed_upto, cut):
@@ -267,6 +304,37 @@ def _trim_results(
     if not changed:
         return request, tokens
     return replace(request, messages=tuple(messages)), tokens - saved
+
+
+def _trim_cuts(
+    messages: Sequence[Message], starts: Sequence[int], kept: int, budget: int, *, whole_blocks: bool
+) -> list[int]:
+    """Where trimming may stop: the ends of blocks of whole turns, counted from the first message sent, each
+    block's stand-ins saving about :data:`TRIM_BLOCK_SHARE` of the budget, then (unless ``whole_blocks``)
+    ``kept``, the start of the recent turns: a boundary there moves with every turn.
+
+    A block is sized by what trimming it saves, in characters at the default ratio (not the fitted one,
+    which drifts with each response: the blocks must come out the same at every step). A boundary that
+    moves by a large share of the budget leaves the request well under it, so it moves again only after
+    many turns, and each move re-sends (a cache miss) only the short untrimmed part after it; small blocks
+    would move every few turns and re-send most of the request each time."""
+    block_chars = budget * TRIM_BLOCK_SHARE * DEFAULT_CHARS_PER_TOKEN
+    turn_starts = set(starts)
+    cuts: list[int] = []
+    saving = 0
+    for index in range(kept):
+        if index in turn_starts and saving >= block_chars:
+            cuts.append(index)
+            saving = 0
+        message = messages[index]
+        if message.role == "tool":
+            saving += sum(_saved_chars(part) for part in message.tool_results)
+    return cuts if whole_blocks else [*cuts, kept]
+
+
+def _saved_chars(part: ToolResultPart) -> int:
+    size = len(part.output_text())
+    return size - len(STAND_IN.format(chars=size)) if size >= _MIN_TRIMMED_CHARS else 0
 
 
 def _transcript(messages: Sequence[Message], max_chars: int) -> str:

@@ -99,7 +99,10 @@ class ModelStep:
         self._compactor = compactor
         """Keeps requests within the model's window (``None``: compaction off)."""
         self._budget = budget
-        self._window_known = compactor is not None and config.model.context_window is not None
+        # A budget of its own (Compaction.max_request_tokens) is fitted to even when the window is unknown.
+        self._window_known = compactor is not None and (
+            config.model.context_window is not None or compactor.budgeted
+        )
         self._step_model: Model | None = None
         """The model ``prepare_step`` chose for the step being asked (``None``: the run's)."""
         self._failed: list[tuple[str | None, str | None, Usage]] = failed if failed is not None else []

@@ -25,14 +25,26 @@ from toolwire.tools.registry import ToolRegistry
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Compaction:
-    """How a long session is kept within its model's context window (``Agent(..., compaction=...)``).
+    """How a long session is kept within its request budget and its model's context window
+    (``Agent(..., compaction=...)``).
 
     On by default; ``Agent(..., compaction=False)`` sends the whole history on every step (a request
     that outgrows the window then fails at the provider).
     """
 
     threshold: float = 0.8
-    """The share of the context window a request may fill before it is compacted."""
+    """The share of the context window a request may fill before it is compacted (the hard limit)."""
+    max_request_tokens: int | None = 32_000
+    """The most input tokens a request may carry before it is compacted, whatever the window: compaction
+    starts at ``min(threshold x window, max_request_tokens)``, and also for a model whose window is unknown.
+    ``None``: the window alone (a session's requests then grow to ``threshold`` of it).
+
+    Why 32,000: a long session pays for its history once, not on every step. At this size a support session
+    whose turns carry a ~2 KB tool result (~500 tokens) sends up to ~60 recent turns whole and the older ones
+    with their results as stand-ins, writes a summary about every 170 turns, and its turns cost about what
+    turn 50 did for the rest of the session (BENCHMARKS.md, "Conversations that last"); beyond a few tens
+    of thousands of tokens most of a long request is old tool output, paid for at every step even when
+    cached. Raise it (or ``None``) for work that needs long inputs whole."""
     keep_recent_turns: int = 2
     """User turns (with their steps) always sent whole, the current one included."""
     trim_tool_results: bool = True
