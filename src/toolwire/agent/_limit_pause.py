@@ -20,9 +20,10 @@ from collections.abc import AsyncGenerator, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from toolwire.agent._pause import Waiting
 from toolwire.errors import UsageLimitExceeded
 from toolwire.events import AgentEvent, ToolCallAwaiting, ToolCallResolved
-from toolwire.messages import new_id
+from toolwire.messages import ToolCallPart, new_id
 from toolwire.store.records import USAGE_LIMIT_TOOL, CallCompletion, ToolCallRecord
 from toolwire.tools.pending import Approval, Denied, PendingCall
 
@@ -39,6 +40,28 @@ def limit_args(exc: UsageLimitExceeded) -> dict[str, Any]:
         "would_be": _number(exc.would_be),
         "message": str(exc),
     }
+
+
+async def hold_calls(
+    scope: RunScope, calls: Sequence[ToolCallPart], message_id: str, exc: UsageLimitExceeded
+) -> list[Waiting]:
+    """A step's calls that would pass a pausing ``tool_calls`` limit: each stored awaiting approval, its
+    row saying why (``{"reason": ...}``, shown with the pending call and its ``awaiting`` event)."""
+    reason = str(exc).replace("; nothing more was sent", ": approve the call to run it")
+    held: list[Waiting] = []
+    for call in calls:
+        completion = CallCompletion(
+            tool_call_id=call.tool_call_id,
+            message_id=message_id,
+            status="awaiting_approval",
+            output={"reason": reason},
+            is_error=False,
+            started_at=None,
+            finished_at=None,
+        )
+        await scope.recorder.complete_call(completion)
+        held.append(Waiting.held(call, "awaiting_approval", scope.session_id, message_id, reason))
+    return held
 
 
 def _number(value: Any) -> Any:

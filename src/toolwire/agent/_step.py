@@ -28,6 +28,7 @@ from collections.abc import AsyncGenerator, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from toolwire.agent._limit_pause import hold_calls
 from toolwire.agent._pause import Waiting, pending_of, unanswered
 from toolwire.agent._recorder import StepRecorder
 from toolwire.agent._scope import RunScope, Unnumbered
@@ -179,22 +180,7 @@ class StepRun:
         except UsageLimitExceeded as exc:
             if not exc.pause:
                 raise
-            reason = str(exc).replace("; nothing more was sent", ": approve the call to run it")
-            for call in to_run:
-                await self._scope.recorder.complete_call(
-                    CallCompletion(
-                        tool_call_id=call.tool_call_id,
-                        message_id=self.message_id,
-                        status="awaiting_approval",
-                        output={"reason": reason},
-                        is_error=False,
-                        started_at=None,
-                        finished_at=None,
-                    )
-                )
-                self._waiting.append(
-                    Waiting.held(call, "awaiting_approval", self._scope.session_id, self.message_id, reason)
-                )
+            self._waiting.extend(await hold_calls(self._scope, to_run, self.message_id, exc))
             return []
         return to_run
 
