@@ -16,10 +16,12 @@ import pytest
 from tests.reliability.fault_server import Behaviour, FaultServer, text_frames, tool_frames
 from tests.server.protocol_agents import build
 from toolwire import Agent, TextPart
+from toolwire.events import InteractionEnd, ReasoningDeltaEvent, ReasoningStartEvent, StepStart
 from toolwire.models.fallback import FallbackModel
 from toolwire.models.openai_chat import OpenAIChatModel
 from toolwire.models.scripted import ScriptedModel
 from toolwire.server import create_app
+from toolwire.server._ag_ui_encoder import AGUIEncoder
 from toolwire.store import MemoryStore
 
 from .conftest import LiveServer, live_server
@@ -235,3 +237,18 @@ async def test_a_failover_mid_answer_keeps_the_ag_ui_stream_valid() -> None:
         ("user", "lookup T9"),
         ("assistant", "All settled."),
     ]
+
+
+def test_a_run_that_ends_mid_reasoning_ends_its_reasoning_message_first() -> None:
+    """AG-UI wants every started message ended before the run's end: a run cancelled (or failed) while the
+    model was still reasoning ends that reasoning message, then finishes."""
+    encoder = AGUIEncoder(thread_id="t", run_id="r")
+    events = [
+        StepStart(session_id="t", step=1, provider="scripted", model="scripted"),
+        ReasoningStartEvent(session_id="t", id="rs1"),
+        ReasoningDeltaEvent(session_id="t", id="rs1", delta="thinking"),
+    ]
+    sent = [e["type"] for event in events for e in encoder.encode(event)]
+    end = InteractionEnd(session_id="t", status="cancelled")
+    sent += [e["type"] for e in encoder.finish(end, None)]
+    assert sent[-4:] == ["REASONING_MESSAGE_END", "REASONING_END", "STEP_FINISHED", "RUN_FINISHED"], sent

@@ -154,13 +154,7 @@ class AGUIEncoder:
     def finish(self, end: InteractionEnd, snapshot: dict[str, Any] | None) -> Iterator[dict[str, Any]]:
         """Close what is open, then ``snapshot`` (``MESSAGES_SNAPSHOT``: the protocol wants the state to
         resume from before an interrupt) and ``RUN_FINISHED`` with the run's outcome, or ``RUN_ERROR``."""
-        for message_id in sorted(self._texts):
-            yield {"type": "TEXT_MESSAGE_END", "messageId": message_id}
-        self._texts.clear()
-        for call_id in sorted(self._calls - set(self._held)):
-            yield {"type": "TOOL_CALL_END", "toolCallId": call_id}
-        self._calls.clear()
-        self._held.clear()  # never shown: the run ended before the call was whole
+        yield from self._end_open()  # a call still held is never shown: the run ended before it was whole
         while self._steps:
             yield from self._close_step()
         if snapshot is not None:
@@ -191,10 +185,10 @@ class AGUIEncoder:
             event["result"] = end.output
         yield event
 
-    def _failover(self, event: FailoverEvent) -> Iterator[dict[str, Any]]:
-        """The step goes to another model: what the failed one opened is ended (the run's closing
-        ``MESSAGES_SNAPSHOT``, the stored conversation, does not have it), its held calls are never shown,
-        and a ``CUSTOM`` event named ``failover`` says what happened."""
+    def _end_open(self) -> Iterator[dict[str, Any]]:
+        """End every text, reasoning and tool call still open (the run ends, or its step fails over): AG-UI
+        wants each started message and call ended; a call held back (its message id unknown) was never
+        shown and is dropped."""
         for message_id in sorted(self._texts):
             yield {"type": "TEXT_MESSAGE_END", "messageId": message_id}
         for message_id in sorted(self._reasoning):
@@ -206,6 +200,12 @@ class AGUIEncoder:
         self._reasoning.clear()
         self._calls.clear()
         self._held.clear()
+
+    def _failover(self, event: FailoverEvent) -> Iterator[dict[str, Any]]:
+        """The step goes to another model: what the failed one opened is ended (the run's closing
+        ``MESSAGES_SNAPSHOT``, the stored conversation, does not have it), its held calls are never shown,
+        and a ``CUSTOM`` event named ``failover`` says what happened."""
+        yield from self._end_open()
         self._message_id = None
         yield {
             "type": "CUSTOM",
