@@ -252,3 +252,26 @@ def test_a_run_that_ends_mid_reasoning_ends_its_reasoning_message_first() -> Non
     end = InteractionEnd(session_id="t", status="cancelled")
     sent += [e["type"] for e in encoder.finish(end, None)]
     assert sent[-4:] == ["REASONING_MESSAGE_END", "REASONING_END", "STEP_FINISHED", "RUN_FINISHED"], sent
+
+
+async def test_a_tool_error_for_a_call_the_thread_does_not_await_is_a_409_like_a_tool_message() -> None:
+    """Answers to nothing the thread awaits are refused as such (409 ``not_awaited``), whether they come as a
+    tool message or as a front-end tool's error, and nothing runs."""
+    app = create_app(build(), store=MemoryStore())
+    async with live_server(app) as server, server.client() as client:
+        first = {
+            "threadId": "t-err",
+            "runId": "r1",
+            "messages": [{"id": "u1", "role": "user", "content": "hi"}],
+        }
+        assert (await client.post("/api/ag-ui", json=first)).status_code == 200
+        stored = len(await (await app.state.toolwire.store()).raw_messages("t-err"))
+        for answer in ({"content": "1"}, {"content": "", "error": "the browser tool failed"}):
+            body = {
+                "threadId": "t-err",
+                "runId": "r2",
+                "messages": [{"id": "x", "role": "tool", "toolCallId": "nope", **answer}],
+            }
+            response = await client.post("/api/ag-ui", json=body)
+            assert (response.status_code, response.json()["error"]["type"]) == (409, "not_awaited"), answer
+        assert len(await (await app.state.toolwire.store()).raw_messages("t-err")) == stored

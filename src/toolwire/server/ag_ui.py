@@ -86,7 +86,7 @@ class AGUIEndpoint:
                 raise RequestError("sub-agent sessions take no user messages", status=403, kind="forbidden")
             approvals, outputs = await self._answers(session_id, run_input)
         if run_input.prompt is None and not approvals and not outputs:
-            if run_input.resume or run_input.tool_messages:
+            if run_input.resume or run_input.tool_messages or run_input.tool_errors:
                 raise ResumeError(
                     "the input answers no tool call this thread awaits (send a new user message, or "
                     "resume its interrupts / the outputs of its pending tool calls)"
