@@ -16,8 +16,10 @@ Cost: every event is handled in O(1) amortized (dictionary lookups and appends);
 clean-ups (interaction end, user turn, switching top-level session) walk the *active* notifications or
 the *buffered* calls, never the transcript. :attr:`Transcript.ops` counts that work so tests can check it.
 
-Layout: ``types`` (the public values and their golden-file ``*_to_dict`` forms), ``_rules`` (the state and
-the handlers, the file to hold against the web page's ``static/transcript.js``), ``_state`` (mutable
+Layout: ``types`` (the public values and their golden-file ``*_to_dict`` forms), ``_rules`` (``Rules``: the
+reading side and the event dispatch, over the handlers' layers ``_rules_state``, ``_session_tree``,
+``_notifications``, ``_tool_calls``, ``_bubbles``, ``_history_replay``: together the code to hold against the
+web page's ``static/transcript.js``), ``_state`` (mutable
 bookkeeping), ``agent_c`` (the Agent C event mapping), ``_agent_c_history`` (an Agent C ``history``
 event's vendor messages as stored messages, for :meth:`Transcript.from_agent_c`). :class:`Transcript` holds a ``_rules.Rules`` and
 adds the public surface: snapshots, subscriptions, change streams, :meth:`Transcript.from_history`.
