@@ -8,6 +8,7 @@ from toolwire.models._tokens import (
     DEFAULT_CHARS_PER_TOKEN,
     FILE_TOKENS,
     MESSAGE_OVERHEAD,
+    Sizes,
     chars_per_token,
     failed_attempt_usage,
 )
@@ -75,3 +76,34 @@ def test_a_failed_attempt_counts_what_it_probably_cost() -> None:
     assert cut == Usage(input_tokens=estimate_request_tokens(model, request), output_tokens=10, requests=1)
     stated = Usage(input_tokens=120, requests=1)  # what the provider reported before the cut
     assert failed_attempt_usage(model, request, reported=stated, answered=True, streamed_chars=35) == stated
+
+
+def test_a_runs_sizes_give_the_same_estimates_and_measure_each_message_once() -> None:
+    """``Sizes`` (a run's measures, reused from step to step) changes no estimate, whether the next request
+    extends the last one, replaces a message in its middle (a compaction's stand-in) or is shorter; and a
+    growing history is measured once per message, not once per step."""
+    model = _model("estimator-sizes")
+    sizes = Sizes()
+    history = _history(30)
+    counted: list[Message] = []
+    original = Sizes.message_chars
+
+    def counting(self: Sizes, message: Message) -> tuple[int, int]:
+        counted.append(message)
+        return original(self, message)
+
+    Sizes.message_chars = counting  # type: ignore[method-assign]
+    try:
+        for end in range(1, len(history) + 1):  # a run's steps: the history grows
+            request = ModelRequest(messages=tuple(history[:end]), tools=[TOOL], instructions="Be brief.")
+            assert estimate_request_tokens(model, request, sizes) == estimate_request_tokens(model, request)
+    finally:
+        Sizes.message_chars = original  # type: ignore[method-assign]
+    assert len(counted) == len(history)  # each measured once
+    trimmed = list(history)
+    trimmed[2] = Message(
+        role="tool", parts=(ToolResultPart("lookup", tool_call_id="c0", output="[left out]"),)
+    )
+    for messages in (tuple(trimmed), tuple(history[:10]), tuple(history), ()):
+        request = ModelRequest(messages=messages, tools=[TOOL])
+        assert estimate_request_tokens(model, request, sizes) == estimate_request_tokens(model, request)

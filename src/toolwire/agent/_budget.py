@@ -23,7 +23,7 @@ from typing import Any
 from toolwire.agent.config import PrepareStep, StepInfo, UsageLimits
 from toolwire.errors import UsageLimitExceeded
 from toolwire.messages import Usage
-from toolwire.models._tokens import estimate_request_tokens
+from toolwire.models._tokens import Sizes, estimate_request_tokens
 from toolwire.models.base import Model, ModelRequest
 from toolwire.pricing import total_cost
 
@@ -75,6 +75,8 @@ class Budget:
         self._stored, self._stored_calls = stored, stored_calls
         """The session's usage and tool calls before this run (``per="session"`` limits count them)."""
         self._session_id, self._deps = session_id, deps
+        self._sizes = Sizes()
+        """The run's measures of its messages, for the input-token and cost estimates."""
 
     @property
     def pauses_per_session(self) -> bool:
@@ -101,7 +103,7 @@ class Budget:
         request, chosen = await overridden(self._prepare, info, request)
         model = chosen or model
         steps = [(p, m, u) for (p, m), u in zip(ledger.step_models, ledger.step_usage, strict=True)]
-        check_request(self._limits, model, request, used, self._stored, steps)
+        check_request(self._limits, model, request, used, self._stored, steps, self._sizes)
         return request, model
 
     def before_calls(self, calls: int, approved: int = 0) -> None:
@@ -128,7 +130,13 @@ def extended(limit: UsageLimits, extensions: int) -> UsageLimits:
 
 
 def check_request(
-    limits: Sequence[UsageLimits], model: Model, request: ModelRequest, run: Usage, session: Usage, steps: Any
+    limits: Sequence[UsageLimits],
+    model: Model,
+    request: ModelRequest,
+    run: Usage,
+    session: Usage,
+    steps: Any,
+    sizes: Sizes | None = None,
 ) -> None:
     """Raise :class:`UsageLimitExceeded` when sending ``request`` to ``model`` would pass a limit (``run``:
     this run's usage, ``session``: the session's stored usage before this run; ``steps``: the priced
@@ -143,11 +151,11 @@ def check_request(
         if limit.output_tokens is not None and used.output_tokens >= limit.output_tokens:
             _exceeded(limit, "output_tokens", limit.output_tokens, used.output_tokens)
         if limit.input_tokens is not None:
-            estimate = estimate if estimate is not None else estimate_request_tokens(model, request)
+            estimate = estimate if estimate is not None else estimate_request_tokens(model, request, sizes)
             if used.input_tokens + estimate > limit.input_tokens:
                 _exceeded(limit, "input_tokens", limit.input_tokens, used.input_tokens + estimate)
         if limit.cost is not None:
-            estimate = estimate if estimate is not None else estimate_request_tokens(model, request)
+            estimate = estimate if estimate is not None else estimate_request_tokens(model, request, sizes)
             priced = [*steps, (model.provider, model.model_name, Usage(input_tokens=estimate, requests=1))]
             spent = total_cost(priced) or Decimal(0)
             if limit.per == "session":

@@ -39,7 +39,7 @@ from toolwire.errors import ContextLengthExceeded
 from toolwire.events import AgentEvent, CompactionEvent
 from toolwire.messages import Message, TextPart, ToolResultPart, Usage, new_id
 from toolwire.models._builder import collect
-from toolwire.models._tokens import DEFAULT_CHARS_PER_TOKEN, chars_per_token, estimate_request_tokens
+from toolwire.models._tokens import DEFAULT_CHARS_PER_TOKEN, Sizes, chars_per_token, estimate_request_tokens
 from toolwire.models.base import Model, ModelRequest, ModelSettings
 from toolwire.models.fallback import FallbackModel
 from toolwire.store.records import CompactionRecord
@@ -70,6 +70,8 @@ class Compactor:
         self._settings = settings
         self.latest = latest
         """The session's latest stored summary (read when the run opened, then this run's own)."""
+        self.sizes = Sizes()
+        """The run's measures of its messages: each measured once, not at every step."""
         self._unfitted: ModelRequest | None = None
         """The last request as the step built it, before it was fitted."""
 
@@ -94,7 +96,7 @@ class Compactor:
         window, most = _window(model), self._settings.max_request_tokens
         if window is None and most is None and not force:
             return request, []  # unknown (never learned): sent as it is; its error teaches the window
-        before = estimate_request_tokens(model, request)
+        before = estimate_request_tokens(model, request, self.sizes)
         # The window's share is the hard limit: the only one the recent turns are ever trimmed for.
         hard = int(window * self._settings.threshold) if window is not None else None
         limits = [limit for limit in (hard, most) if limit is not None]
@@ -151,7 +153,7 @@ class Compactor:
         the hard limit (the window's share; never for the budget alone)."""
         assert self._unfitted is not None
         request = self._with_summary(self._unfitted)
-        tokens = estimate_request_tokens(model, request)
+        tokens = estimate_request_tokens(model, request, self.sizes)
         if self._settings.trim_tool_results and hard is not None and tokens > hard:
             request, _ = _trim_results(request, tokens, hard, chars_per_token(model), keep, recent_limit=hard)
         return request
@@ -195,7 +197,9 @@ class Compactor:
         if not summary:
             raise ValueError("the summariser answered nothing")
         kept = request.messages[cut:]
-        after = estimate_request_tokens(model, replace(request, messages=kept)) + len(summary) // 3
+        after = (
+            estimate_request_tokens(model, replace(request, messages=kept), self.sizes) + len(summary) // 3
+        )
         record = CompactionRecord(
             id=new_id("cmp_"),
             session_id=recorder.session_id,

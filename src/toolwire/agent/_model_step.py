@@ -53,7 +53,7 @@ from toolwire.events import (
 from toolwire.messages import Message, TextPart, Usage
 from toolwire.models._builder import MessageBuilder, closing
 from toolwire.models._limits import limiter_for
-from toolwire.models._tokens import failed_attempt_usage, record_usage
+from toolwire.models._tokens import Sizes, failed_attempt_usage, record_usage
 from toolwire.models.base import (
     DecisionRetry,
     File,
@@ -99,6 +99,8 @@ class ModelStep:
         self._compactor = compactor
         """Keeps requests within the model's window (``None``: compaction off)."""
         self._budget = budget
+        self._sizes = compactor.sizes if compactor is not None else Sizes()
+        """The run's measures of its messages (shared with the compactor): each measured once."""
         # A budget of its own (Compaction.max_request_tokens) is fitted to even when the window is unknown.
         self._window_known = compactor is not None and (
             config.model.context_window is not None or compactor.budgeted
@@ -327,7 +329,7 @@ class ModelStep:
         if limiter is not None:
             limiter.record(builder.finish.usage.total_tokens)
         if self._compactor is not None and model.counts_tokens:  # the estimates learn what it counts
-            record_usage(model, request, builder.finish.usage)
+            record_usage(model, request, builder.finish.usage, self._sizes)
 
     async def _shortened(
         self, model: Model, request: ModelRequest, refusal: ContextLengthExceeded

@@ -18,7 +18,7 @@ from typing import Any
 
 from toolwire.messages import FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, Usage
 from toolwire.models._window import window_key
-from toolwire.models.base import Model, ModelRequest
+from toolwire.models.base import Model, ModelRequest, ToolDefinition
 
 DEFAULT_CHARS_PER_TOKEN = 3.5
 """English prose averages about 4 characters per token on current BPE tokenizers, JSON (tool arguments and
@@ -70,20 +70,86 @@ _fits: dict[Hashable, _Fit] = {}
 _fits_lock = threading.Lock()
 
 
-def request_chars(request: ModelRequest) -> tuple[int, int]:
+class Sizes:
+    """What a run's requests measure of each message and tool, kept for the run.
+
+    A run sends its history again at every step, as the same message objects: measured once each, its
+    estimates stay linear in the run's length instead of quadratic (a 200-step run measured each message
+    ~200 times). Keyed by identity, each entry holding its object (so an id is never reused while kept).
+    """
+
+    __slots__ = ("_chars", "_runs", "_tokens", "_tools")
+
+    def __init__(self) -> None:
+        self._chars: dict[int, tuple[Message, int, int]] = {}
+        self._tools: dict[int, tuple[ToolDefinition, int]] = {}
+        self._tokens: dict[int, tuple[Message, int, int]] = {}
+        self._runs: list[tuple[tuple[Message, ...], int, int]] = []
+        """The last message sequences measured, with their totals: the next step's history starts with the
+        previous one's (a tuple comparison checks that at C speed, identity first), so only the messages
+        after it are measured. Two kept: a step measures its history, and again once compacted."""
+
+    def messages_chars(self, messages: tuple[Message, ...]) -> tuple[int, int]:
+        """``(characters, fixed tokens)`` of ``messages``, per-message overhead included."""
+        at = next(
+            (i for i, run in enumerate(self._runs) if messages[: len(run[0])] == run[0]),
+            None,
+        )
+        known, chars, fixed = self._runs.pop(at) if at is not None else ((), 0, 0)
+        for message in messages[len(known) :]:
+            message_chars, message_fixed = self.message_chars(message)
+            chars += message_chars
+            fixed += message_fixed + MESSAGE_OVERHEAD
+        self._runs.insert(0, (messages, chars, fixed))
+        del self._runs[2:]
+        return chars, fixed
+
+    def message_chars(self, message: Message) -> tuple[int, int]:
+        entry = self._chars.get(id(message))
+        if entry is not None and entry[0] is message:
+            return entry[1], entry[2]
+        chars, fixed = _message_chars(message)
+        self._chars[id(message)] = (message, chars, fixed)
+        return chars, fixed
+
+    def tool_chars(self, tool: ToolDefinition) -> int:
+        entry = self._tools.get(id(tool))
+        if entry is not None and entry[0] is tool:
+            return entry[1]
+        chars = _tool_chars(tool)
+        self._tools[id(tool)] = (tool, chars)
+        return chars
+
+    def message_tokens(self, message: Message, encoding: Any) -> tuple[int, int]:
+        entry = self._tokens.get(id(message))
+        if entry is not None and entry[0] is message:
+            return entry[1], entry[2]
+        tokens, fixed = _message_tokens(message, encoding)
+        self._tokens[id(message)] = (message, tokens, fixed)
+        return tokens, fixed
+
+
+def request_chars(request: ModelRequest, sizes: Sizes | None = None) -> tuple[int, int]:
     """``(characters, fixed tokens)`` of what ``request`` sends: its text, and the tokens counted per file
-    and per message."""
+    and per message (``sizes``: the run's measures, reused)."""
     chars = len(request.instructions or "")
     for tool in request.tools:
-        chars += len(tool.name) + len(tool.description) + len(_json(tool.parameters))
+        chars += sizes.tool_chars(tool) if sizes is not None else _tool_chars(tool)
     if request.output_schema is not None:
         chars += len(_json(request.output_schema))
+    if sizes is not None:
+        message_chars, fixed = sizes.messages_chars(tuple(request.messages))
+        return chars + message_chars, fixed
     fixed = 0
     for message in request.messages:
         message_chars, message_fixed = _message_chars(message)
         chars += message_chars
         fixed += message_fixed + MESSAGE_OVERHEAD
     return chars, fixed
+
+
+def _tool_chars(tool: ToolDefinition) -> int:
+    return len(tool.name) + len(tool.description) + len(_json(tool.parameters))
 
 
 def _message_chars(message: Message) -> tuple[int, int]:
@@ -111,22 +177,25 @@ def chars_per_token(model: Model) -> float:
     return 1 / fit.line()[0] if fit is not None else DEFAULT_CHARS_PER_TOKEN
 
 
-def estimate_request_tokens(model: Model, request: ModelRequest) -> int:
+def estimate_request_tokens(model: Model, request: ModelRequest, sizes: Sizes | None = None) -> int:
     """The tokens ``request`` will take on ``model``'s prompt side (tiktoken for OpenAI models when installed,
-    else its characters on the line fitted to the model's reported usage, or over the default ratio)."""
-    counted = _tiktoken_count(model, request)
+    else its characters on the line fitted to the model's reported usage, or over the default ratio);
+    ``sizes``: the run's measures of its messages, reused from step to step."""
+    counted = _tiktoken_count(model, request, sizes)
     if counted is not None:
         return counted
-    chars, fixed = request_chars(request)
+    chars, fixed = request_chars(request, sizes)
     fit = _fits.get(window_key(model))
     slope, intercept = fit.line() if fit is not None else (1 / DEFAULT_CHARS_PER_TOKEN, 0.0)
     return int(chars * slope + intercept + 0.999) + fixed
 
 
-def record_usage(model: Model, request: ModelRequest, usage: Usage) -> None:
+def record_usage(model: Model, request: ModelRequest, usage: Usage, sizes: Sizes | None = None) -> None:
     """Correct ``model``'s estimates with what the provider counted for ``request`` (its ``input_tokens``,
     cached ones included). A usage without input tokens (a provider that reports none) changes nothing."""
-    chars, fixed = request_chars(request)
+    if usage.input_tokens <= 0:
+        return
+    chars, fixed = request_chars(request, sizes)
     text_tokens = usage.input_tokens - fixed
     if usage.input_tokens <= 0 or text_tokens <= 0 or chars <= 0:
         return
@@ -161,7 +230,7 @@ def failed_attempt_usage(
 # tiktoken, for OpenAI's own models
 
 
-def _tiktoken_count(model: Model, request: ModelRequest) -> int | None:
+def _tiktoken_count(model: Model, request: ModelRequest, sizes: Sizes | None) -> int | None:
     if model.provider != "openai" or getattr(model, "preset", None) is not None:
         return None  # a compatible server's model has its own tokenizer
     encoding = _encoding(model.model_name)
@@ -169,20 +238,31 @@ def _tiktoken_count(model: Model, request: ModelRequest) -> int | None:
         return None
     texts = [request.instructions or ""]
     texts += [t.name + t.description + _json(t.parameters) for t in request.tools]
-    fixed = 0
+    total = sum(len(tokens) for tokens in encoding.encode_batch(texts, disallowed_special=()))
+    measure = functools.partial(
+        sizes.message_tokens if sizes is not None else _message_tokens, encoding=encoding
+    )
     for message in request.messages:
-        fixed += MESSAGE_OVERHEAD
-        for part in message.parts:
-            match part:
-                case TextPart() | ReasoningPart():
-                    texts.append(part.text)
-                case ToolCallPart():
-                    texts.append(part.tool_name + part.args_json)
-                case ToolResultPart():
-                    texts.append(part.output_text())
-                case FilePart():
-                    fixed += FILE_TOKENS
-    return sum(len(tokens) for tokens in encoding.encode_batch(texts, disallowed_special=())) + fixed
+        tokens, fixed = measure(message)
+        total += tokens + fixed + MESSAGE_OVERHEAD
+    return total
+
+
+def _message_tokens(message: Message, encoding: Any) -> tuple[int, int]:
+    """``(tokens, fixed tokens)`` of one message's text with tiktoken's ``encoding``."""
+    texts: list[str] = []
+    fixed = 0
+    for part in message.parts:
+        match part:
+            case TextPart() | ReasoningPart():
+                texts.append(part.text)
+            case ToolCallPart():
+                texts.append(part.tool_name + part.args_json)
+            case ToolResultPart():
+                texts.append(part.output_text())
+            case FilePart():
+                fixed += FILE_TOKENS
+    return sum(len(tokens) for tokens in encoding.encode_batch(texts, disallowed_special=())), fixed
 
 
 @functools.cache
@@ -201,6 +281,7 @@ def _encoding(model_name: str) -> Any:
 
 __all__ = [
     "DEFAULT_CHARS_PER_TOKEN",
+    "Sizes",
     "chars_per_token",
     "estimate_request_tokens",
     "failed_attempt_usage",
