@@ -24,7 +24,7 @@ from toolwire.agent._compaction import STAND_IN, SUMMARY_INSTRUCTIONS
 from toolwire.agent.config import Compaction
 from toolwire.errors import ContextLengthExceeded, ProviderError
 from toolwire.events import CompactionEvent
-from toolwire.messages import MessagesAdapter, Part
+from toolwire.messages import Message, MessagesAdapter, Part
 from toolwire.models import estimate_request_tokens
 from toolwire.models.base import ModelRequest
 from toolwire.models.scripted import ScriptedModel
@@ -196,6 +196,16 @@ def _trimmed(request: ModelRequest) -> bool:
     return any(stand_in in str(r.output) for m in request.messages for r in m.tool_results)
 
 
+def _stood_in(message: Message) -> bool:
+    stand_in = STAND_IN.split("{chars}")[1]
+    return any(stand_in in str(r.output) for r in message.tool_results)
+
+
+def _large_result(message: Message) -> bool:
+    """A tool message the compactor would trim (its result is large), or did."""
+    return _stood_in(message) or any(len(r.output_text()) >= 400 for r in message.tool_results)
+
+
 async def test_the_request_budget_compacts_before_the_window_share() -> None:
     """A window of 100,000 tokens (80 %: 80,000) and a budget of 2,400: every request stays within the
     budget, though the session grows far past it."""
@@ -243,6 +253,16 @@ async def test_the_prefix_sent_stays_the_same_between_block_moves() -> None:
     # Each move left the request at most ~80 % of the budget (a block of ~40 % of it trimmed at once; a
     # summary leaves less).
     assert all(sizes[i] <= budget * 0.8 for i in moves), [(i, sizes[i]) for i in moves]
+    # Each trimmed request names the ends of its trimmed blocks (for providers with explicit breakpoints):
+    # a message whose results and every earlier one's are stand-ins, the next one's not yet.
+    trimmed = [r for r in support.sent if r.cache_marks]
+    assert trimmed and all(_trimmed(r) for r in trimmed)
+    for request in trimmed:
+        ids = [m.id for m in request.messages]
+        last_end = ids.index(request.cache_marks[-1])
+        assert list(request.cache_marks) == sorted(request.cache_marks, key=ids.index)
+        assert all(_stood_in(m) for m in request.messages[: last_end + 1] if _large_result(m))
+        assert any(_large_result(m) and not _stood_in(m) for m in request.messages[last_end + 1 :])
 
 
 async def test_without_a_request_budget_only_the_window_share_compacts() -> None:

@@ -285,3 +285,45 @@ async def test_a_compatible_server_gets_no_prompt_cache_key() -> None:
     with pytest.raises(ProviderHTTPError):
         await collect(model, ModelRequest(messages=[Message.user("hi")], cache_key="sess_0123"))
     assert "prompt_cache_key" not in captured.json(0)
+
+
+async def test_anthropic_keeps_a_trimmed_prefix_cached_with_breakpoints_at_the_last_two_block_ends() -> None:
+    """Compaction names the ends of the blocks it trimmed (``ModelRequest.cache_marks``): Anthropic gets a
+    breakpoint at the last two (the prefix a step after the next move reads from the cache), the system
+    prompt's (which caches the tools too) and the last message's: four, the API's limit."""
+    captured = Captured()
+    model = AnthropicModel("claude-sonnet-4-5", api_key="k", http_client=captured.client)
+    history: list[Message] = []
+    for i in range(4):
+        call = ToolCallPart("lookup_order", tool_call_id=f"c{i}", args={"order_id": f"A-{i}"})
+        history += [
+            Message.user(f"Where is A-{i}?", id=f"u{i}"),
+            Message(role="assistant", parts=(call,), id=f"a{i}"),
+            Message(
+                role="tool",
+                parts=(ToolResultPart("lookup_order", tool_call_id=f"c{i}", output="shipped"),),
+                id=f"t{i}",
+            ),
+        ]
+    history.append(Message.user("And the last one?", id="u4"))
+    request = ModelRequest(
+        messages=history, tools=TOOLS, instructions=INSTRUCTIONS, cache_marks=("t0", "t1", "t2")
+    )
+    with pytest.raises(ProviderHTTPError):
+        await collect(model, request)
+    body = captured.json(0)
+    assert json.dumps(body).count('"cache_control"') == 4
+    assert "cache_control" not in body["tools"][-1] and "cache_control" in body["system"][-1]
+    marked = [
+        (i, block["type"])
+        for i, message in enumerate(body["messages"])
+        for block in message["content"]
+        if "cache_control" in block
+    ]
+    # Messages alternate user / assistant: t1 ends turn 4, t2 ends turn 6 (each with the next prompt joined
+    # after it in the same user turn), and the last message is turn 8.
+    assert marked == [(4, "tool_result"), (6, "tool_result"), (8, "text")]
+    assert body["messages"][4]["content"][0]["tool_use_id"] == "c1"
+    with pytest.raises(ProviderHTTPError):
+        await collect(model, dataclasses.replace(request, cache_marks=()))
+    assert _marks(captured.json(1)) == ["tools", "system", "messages"]  # no marks: as before

@@ -280,11 +280,12 @@ def _trim_results(
             return request, tokens
         budget = recent_limit
         last_results = max((i for i, m in enumerate(messages) if m.role == "tool"), default=0)
-        cuts = [last_results]
+        cuts, block_ends = [last_results], []
     else:
         cuts = _trim_cuts(messages, starts, starts[-keep], budget, whole_blocks=whole_blocks)
         if not cuts:
             return request, tokens
+        block_ends = cuts if whole_blocks else cuts[:-1]  # the last cut then moves with every turn
     saved, trimmed_upto, changed = 0, 0, False
     for cut in cuts:
         for index in range(trimmed_upto, cut):
@@ -307,7 +308,10 @@ def _trim_results(
             break
     if not changed:
         return request, tokens
-    return replace(request, messages=tuple(messages)), tokens - saved
+    # The ends of the blocks trimmed: what is sent up to each stays the same until the boundary moves on,
+    # so a provider with explicit cache breakpoints keeps the prefix cached across a move.
+    marks = tuple(messages[cut - 1].id for cut in block_ends if 0 < cut <= trimmed_upto)
+    return replace(request, messages=tuple(messages), cache_marks=marks), tokens - saved
 
 
 def _trim_cuts(

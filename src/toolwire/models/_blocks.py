@@ -68,6 +68,9 @@ class BlockHistory(ABC):
         (tool results followed by a user text, say) become one turn, as both wires require alternating roles."""
         system = [request.instructions] if request.instructions else []
         wire: list[Json] = []
+        marks = set(request.cache_marks)
+        self.marks: list[tuple[int, int]] = []
+        """Where the messages named by ``request.cache_marks`` end: (turn, block), oldest first."""
         for message in request.messages:
             match message.role:
                 case "system":
@@ -83,6 +86,8 @@ class BlockHistory(ABC):
                 wire[-1]["content"].extend(content)
             else:
                 wire.append({"role": role, "content": content})
+            if message.id in marks:
+                self.marks.append((len(wire) - 1, len(wire[-1]["content"]) - 1))
         return system, wire
 
     def tool_id(self, tool_call_id: str) -> str:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from toolwire.models._http import Json
@@ -43,22 +44,39 @@ _UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
 """Anthropic block types that cannot carry ``cache_control`` (a breakpoint goes on the block before)."""
 
 
-def anthropic_breakpoints(body: Json) -> None:
+def anthropic_breakpoints(body: Json, marks: Sequence[tuple[int, int]] = ()) -> None:
     """Mark the stable prefix of a Messages body with ``cache_control`` breakpoints (in place): the last
-    tool, the system prompt, the last markable block of the last message. Breakpoints the body already has
-    (``settings.extra``, a caller's own) count towards the limit of 4, and are kept."""
+    tool, the system prompt, the last markable block of the last message, and with ``marks`` (the ends of
+    the blocks compaction trimmed, as ``(message, block)``) the last two of them. Breakpoints the body
+    already has (``settings.extra``, a caller's own) count towards the limit of 4, and are kept.
+
+    With marks, the tools go unmarked when a system prompt is there: the system's breakpoint caches the
+    tools too (they come first in the cached prefix), and the two marks matter more. The previous mark is
+    what a step after a move of the trimming boundary reads from the cache (its prefix was written when it
+    was the last mark), the last one what the next move will read."""
     budget = _MAX_BREAKPOINTS - _count_marks(body)
+    system = body.get("system")
+    has_system = isinstance(system, str) and bool(system)
     tools = body.get("tools")
     last_tool = tools[-1] if isinstance(tools, list) and tools else None
-    if budget > 0 and isinstance(last_tool, dict) and "cache_control" not in last_tool:
+    if (
+        budget > 0
+        and isinstance(last_tool, dict)
+        and "cache_control" not in last_tool
+        and not (marks and has_system)
+    ):
         tools[-1] = {**last_tool, "cache_control": EPHEMERAL}  # type: ignore[index]
         budget -= 1
-    system = body.get("system")
-    if budget > 0 and isinstance(system, str) and system:
+    if budget > 0 and has_system:
         # The string form takes no breakpoint; as one text block it means the same to the model.
         body["system"] = [{"type": "text", "text": system, "cache_control": EPHEMERAL}]
         budget -= 1
     messages = body.get("messages")
+    if budget > 1 and isinstance(messages, list) and messages:
+        # The newest marks first: one breakpoint is kept for the last message.
+        for turn, block in list(reversed(marks))[: min(2, budget - 1)]:
+            if turn < len(messages) - 1 and _mark_block(messages[turn], block):
+                budget -= 1
     if budget > 0 and isinstance(messages, list) and messages:
         content = messages[-1].get("content")
         if isinstance(content, str) and content:
@@ -73,6 +91,21 @@ def anthropic_breakpoints(body: Json) -> None:
                     if "cache_control" not in block:
                         content[index] = {**block, "cache_control": EPHEMERAL}
                     break
+
+
+def _mark_block(message: Json, at: int) -> bool:
+    """A breakpoint on block ``at`` of ``message``, or the markable block before it; whether one was set."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return False
+    for index in range(min(at, len(content) - 1), -1, -1):
+        block = content[index]
+        if isinstance(block, dict) and block.get("type") not in _UNMARKABLE and _has_content(block):
+            if "cache_control" in block:
+                return False
+            content[index] = {**block, "cache_control": EPHEMERAL}
+            return True
+    return False
 
 
 def _has_content(block: Json) -> bool:

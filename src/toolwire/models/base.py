@@ -77,6 +77,11 @@ class ModelRequest:
     cache_key: str | None = None
     """What the conversation's requests share in the provider's prompt cache (the session id): OpenAI's
     ``prompt_cache_key``. ``None``: one derived from the instructions and tools."""
+    cache_marks: tuple[str, ...] = ()
+    """Ids of messages (oldest first) at whose end what is sent stays the same for many steps: the ends of
+    the blocks compaction trimmed. An adapter with explicit cache breakpoints (Anthropic) puts one at the
+    last two, so a step after the trimming boundary moved reads the prefix up to the previous boundary from
+    the cache instead of writing it again."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -75,7 +75,8 @@ _CITATION_FIELDS: dict[str, frozenset[str]] = {
 def build_body(request: ModelRequest, model: Options) -> tuple[Json, list[str]]:
     """The JSON body for ``POST /v1/messages`` and the warnings about settings it could not honour."""
     settings = request.settings
-    system, messages = _History().turns(request)
+    history = _History()
+    system, messages = history.turns(request)
     fields, warnings = sampling_fields(
         settings, _SETTINGS, wire="Anthropic", default_max_tokens=model.max_tokens
     )
@@ -102,7 +103,7 @@ def build_body(request: ModelRequest, model: Options) -> tuple[Json, list[str]]:
     if settings.cache_breakpoints and (
         "anthropic." not in model.model_name or bedrock_caches(model.model_name)
     ):
-        anthropic_breakpoints(body)
+        anthropic_breakpoints(body, history.marks)
     return body, warnings
 
 
