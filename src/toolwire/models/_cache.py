@@ -9,7 +9,10 @@ cache such a prefix, each by its own rule:
   one after the tools, one after the system prompt and one on the last block of the last message: the next
   step finds this step's whole request in the cache (the API looks back up to 20 blocks from a breakpoint
   for an earlier one's entry) and writes the longer prefix for the step after. A prefix shorter than the
-  model's minimum (1024 or 2048 tokens) is simply not cached; nothing fails.
+  model's minimum (1024 or 2048 tokens) is simply not cached; nothing fails. A compacted request names the
+  ends of the blocks of old tool results it sends as stand-ins (``ModelRequest.cache_marks``): the last two
+  get a breakpoint (the tools' goes, the system's caching them too), so when the trimming boundary moves the
+  prefix up to the previous one is read from the cache, not written again.
 - Bedrock Converse caches up to ``cachePoint`` blocks (same places, same limit of 4) on the models that
   support them (https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html): Claude 3.7
   Sonnet, 3.5 Haiku and Claude 4 and later, and Amazon Nova. Other models reject them, so they get none.
