@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -77,10 +78,15 @@ async def test_authorization_code_with_pkce_and_registration(oauth_url: str) -> 
     me = await whoami(source)
     [visited] = browser.visited
     assert "code_challenge_method=S256" in visited and "code_challenge=" in visited
+    # The configured scope is what is registered, asked for and granted (the SDK would otherwise replace
+    # it with what the servers advertise: here nothing at all).
+    assert parse_qs(urlsplit(visited).query)["scope"] == ["tools"]
     client = await store.get(oauth_url, "alice", "client")
     assert client is not None and client["client_id"] == me["client_id"]  # registered dynamically
+    assert client["scope"] == "tools"
     tokens = await store.get(oauth_url, "alice", "tokens")
     assert tokens is not None and tokens["access_token"] and tokens["refresh_token"]
+    assert tokens["scope"] == "tools"
 
     # a new connection for the same user (a restart) uses the stored tokens: nobody signs in again
     again = await whoami(MCPServerHTTP(oauth_url, oauth=sign_in(browser), token_store=store, user="alice"))

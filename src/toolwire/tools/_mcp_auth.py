@@ -188,7 +188,7 @@ def auth_for(oauth: OAuth, url: str, store: TokenStore, user: str) -> Any:
             code=first.get("code", ""), state=first.get("state"), iss=first.get("iss")
         )
 
-    metadata = OAuthClientMetadata(
+    metadata = _scope_kept(OAuthClientMetadata, oauth.scope)(
         client_name=oauth.client_name,
         redirect_uris=[oauth.redirect_uri],
         grant_types=["authorization_code", "refresh_token"],
@@ -215,6 +215,21 @@ def _restoring_expiry(provider: type[Any], storage: _StorageForSDK) -> type[Any]
             self.context.token_expiry_time = await storage.expires_at()
 
     return RestoringExpiry
+
+
+def _scope_kept(metadata: type[Any], scope: str | None) -> type[Any]:
+    """The SDK's client metadata, keeping the configured scope: before registering and authorizing, the SDK
+    replaces it with what the servers advertise (the challenge, the resource metadata, or nothing), so a
+    client configured for ``tools`` registered and asked for no scope at all. ``None``: the SDK chooses."""
+    if scope is None:
+        return metadata
+
+    class ScopeKept(metadata):  # type: ignore[misc]
+        def __setattr__(self, name: str, value: Any) -> None:
+            if name != "scope":  # the configured scope is what is registered and asked for
+                super().__setattr__(name, value)
+
+    return ScopeKept
 
 
 def _asking_for(scope: str | None, provider: type[Any]) -> type[Any]:
