@@ -152,61 +152,40 @@ class Waiting:
         return cls(call=call, kind=kind, session_id=session_id, message_id=message_id, reason=reason)
 
     @classmethod
-    def subagent(cls, outcome: ToolOutcome, session_id: str, message_id: str) -> Waiting:
-        """A call whose sub-agent paused (the executor's ``awaiting_subagent`` outcome)."""
-        sub_session, pending = sub_agent_of(outcome.full_output)
-        return cls(
-            call=outcome.call,
-            kind="subagent",
-            session_id=session_id,
-            message_id=message_id,
-            sub_session_id=sub_session,
-            sub_pending=pending,
-        )
-
-    @classmethod
-    def asking(cls, outcome: ToolOutcome, session_id: str, message_id: str) -> Waiting:
-        """A call whose tool asked a question (the executor's ``awaiting_input`` outcome)."""
-        question, answered = asked_of(outcome.full_output)
-        return cls(
-            call=outcome.call,
-            kind="input",
-            session_id=session_id,
-            message_id=message_id,
-            question=question,
-            answered=answered,
-        )
-
-    @classmethod
-    def stored(cls, row: ToolCallRecord, call: ToolCallPart, session_id: str) -> Waiting:
-        """A call a paused run left waiting, read back from its row."""
-        if row.awaiting == "input":
-            question, answered = asked_of(row.output)
-            return cls(
-                call=call,
-                kind="input",
-                session_id=session_id,
-                message_id=row.message_id,
-                question=question,
-                answered=answered,
-            )
-        if row.awaiting == "subagent":
-            sub_session, pending = sub_agent_of(row.output)
+    def from_output(
+        cls, call: ToolCallPart, awaiting: AwaitingKind, output: Any, session_id: str, message_id: str
+    ) -> Waiting:
+        """A waiting call from what its row holds (or the executor's outcome, before it is stored): a paused
+        sub-agent's session and pending calls, a tool's question and earlier answers, or why a call that
+        would have run waits for approval."""
+        if awaiting == "subagent":
+            sub_session, pending = sub_agent_of(output)
             return cls(
                 call=call,
                 kind="subagent",
                 session_id=session_id,
-                message_id=row.message_id,
+                message_id=message_id,
                 sub_session_id=sub_session,
                 sub_pending=pending,
             )
-        return cls(
-            call=call,
-            kind="output" if row.awaiting == "output" else "approval",
-            session_id=session_id,
-            message_id=row.message_id,
-            reason=held_reason(row.output) if row.awaiting == "approval" else None,
-        )
+        if awaiting == "input":
+            question, answered = asked_of(output)
+            return cls(
+                call=call,
+                kind="input",
+                session_id=session_id,
+                message_id=message_id,
+                question=question,
+                answered=answered,
+            )
+        reason = held_reason(output) if awaiting == "approval" else None
+        return cls(call=call, kind=awaiting, session_id=session_id, message_id=message_id, reason=reason)
+
+    @classmethod
+    def stored(cls, row: ToolCallRecord, call: ToolCallPart, session_id: str) -> Waiting:
+        """A call a paused run left waiting, read back from its row."""
+        assert row.awaiting is not None
+        return cls.from_output(call, row.awaiting, row.output, session_id, row.message_id)
 
 
 def pending_of(waiting: Sequence[Waiting]) -> list[PendingCall]:

@@ -351,12 +351,15 @@ class StepRun:
                 waiting.append(
                     Waiting.held(call, self.held[call_id], self._scope.session_id, self.message_id)
                 )
-            elif outcome is not None and outcome.status == "awaiting_subagent":
+            elif outcome is not None and outcome.status in ("awaiting_subagent", "awaiting_input"):
+                # Its tool paused inside (a sub-agent, a question): no result yet, its output says why.
                 del self.outcomes[call_id]
-                waiting.append(Waiting.subagent(outcome, self._scope.session_id, self.message_id))
-            elif outcome is not None and outcome.status == "awaiting_input":
-                del self.outcomes[call_id]
-                waiting.append(Waiting.asking(outcome, self._scope.session_id, self.message_id))
+                kind = AWAITING[outcome.status]
+                waiting.append(
+                    Waiting.from_output(
+                        outcome.call, kind, outcome.full_output, self._scope.session_id, self.message_id
+                    )
+                )
         self._waiting, self.held = waiting, {}
         return waiting
 
