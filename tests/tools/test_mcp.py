@@ -8,25 +8,19 @@ import logging
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.tools._mcp_process import free_port, serve_http
+from tests.tools._mcp_process import free_port
 from toolwire import Agent, TextPart, ToolCallPart
 from toolwire.models.scripted import ScriptedModel
 from toolwire.store import MemoryStore
 from toolwire.tools import MCPServerHTTP, MCPServerStdio, Toolset
 
 SERVER = Path(__file__).parent / "_mcp_server.py"
-
-
-@pytest.fixture(scope="module")
-def http_url() -> Iterator[str]:
-    with serve_http(SERVER) as url:
-        yield url
 
 
 def stdio_server(**kwargs: Any) -> MCPServerStdio:

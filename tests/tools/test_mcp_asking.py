@@ -11,49 +11,23 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.tools._mcp_process import serve_http
 from toolwire import Agent, TextPart, ToolCallPart, open_store
 from toolwire.errors import ResumeError
 from toolwire.events import ToolCallAwaiting
 from toolwire.models.scripted import ScriptedModel
 from toolwire.store import MemoryStore, Store
 from toolwire.tools.context import RunContext
-from toolwire.tools.mcp import ElicitationAnswer, MCPServerHTTP, MCPServerStdio
+from toolwire.tools.mcp import ElicitationAnswer, MCPServerStdio
 
 SERVER = Path(__file__).parent / "_mcp_server.py"
 WORKER = Path(__file__).parent / "_asking_worker.py"
 BOOK = ToolCallPart(tool_call_id="b1", tool_name="book", args={"place": "Chez Toolwire"})
 TRIP = ToolCallPart(tool_call_id="t1", tool_name="trip", args={"city": "Lisbon"})
-
-
-@pytest.fixture(scope="module")
-def http_url() -> Iterator[str]:
-    with serve_http(SERVER) as url:
-        yield url
-
-
-@pytest.fixture(params=["stdio", "http"])
-async def servers(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
-    made: list[MCPServerStdio | MCPServerHTTP] = []
-
-    def make(**kwargs: Any) -> MCPServerStdio | MCPServerHTTP:
-        source: MCPServerStdio | MCPServerHTTP
-        if request.param == "stdio":
-            source = MCPServerStdio(sys.executable, [str(SERVER), "stdio"], timeout=10, **kwargs)
-        else:
-            source = MCPServerHTTP(request.getfixturevalue("http_url"), timeout=10, **kwargs)
-        made.append(source)
-        return source
-
-    yield make
-    for source in made:
-        await source.aclose()
 
 
 def said(output: Any) -> str:

@@ -4,44 +4,15 @@ answer: tests/tools/test_mcp_asking.py)."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.tools._mcp_process import serve_http
 from toolwire import Agent, TextPart, ToolCallPart
 from toolwire.models.scripted import ScriptedModel
 from toolwire.store import MemoryStore
 from toolwire.tools.mcp import ElicitationAnswer, ElicitationRequest, MCPServerHTTP, MCPServerStdio
 
 SERVER = Path(__file__).parent / "_mcp_server.py"
-
-
-@pytest.fixture(scope="module")
-def http_url() -> Iterator[str]:
-    with serve_http(SERVER) as url:
-        yield url
-
-
-@pytest.fixture(params=["stdio", "http"])
-async def servers(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
-    made: list[MCPServerStdio | MCPServerHTTP] = []
-
-    def make(**kwargs: Any) -> MCPServerStdio | MCPServerHTTP:
-        source: MCPServerStdio | MCPServerHTTP
-        if request.param == "stdio":
-            source = MCPServerStdio(sys.executable, [str(SERVER), "stdio"], timeout=10, **kwargs)
-        else:
-            source = MCPServerHTTP(request.getfixturevalue("http_url"), timeout=10, **kwargs)
-        made.append(source)
-        return source
-
-    yield make
-    for source in made:
-        await source.aclose()
 
 
 async def book_through_the_loop(source: MCPServerStdio | MCPServerHTTP) -> str:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import base64
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from tests.tools._mcp_process import serve_http
 from toolwire import Agent, TextPart, ToolCallPart
 from toolwire.models.scripted import ScriptedModel
 from toolwire.store import MemoryStore
@@ -18,12 +17,6 @@ from toolwire.tools.mcp import RESOURCE_TOOL, MCPServerHTTP, MCPServerStdio, MCP
 
 SERVER = Path(__file__).parent / "_mcp_server.py"
 LOGO = b"\x89PNG\r\n\x1a\nnot-really-a-png"
-
-
-@pytest.fixture(scope="module")
-def http_url() -> Iterator[str]:
-    with serve_http(SERVER) as url:
-        yield url
 
 
 @pytest.fixture(params=["stdio", "http"])
