@@ -39,6 +39,46 @@ async def _settled(server: LiveServer, session_id: str, *, answered: bool) -> No
     raise AssertionError(f"session {session_id} did not settle")
 
 
+async def post_ag_ui(
+    http: httpx.AsyncClient, session_id: str, *, prompt: str | None = None, resume: list[Any] | None = None
+) -> httpx.Response:
+    """``POST /api/ag-ui``: a run of the thread with ``prompt`` as the user's new message (``runId`` r1), or
+    one answering its interrupts with ``resume`` (r2)."""
+    body: dict[str, Any]
+    if prompt is not None:
+        body = {
+            "threadId": session_id,
+            "runId": "r1",
+            "messages": [{"id": "m1", "role": "user", "content": prompt}],
+            "tools": [],
+            "context": [],
+            "state": {},
+            "forwardedProps": {},
+        }
+    else:
+        body = {"threadId": session_id, "runId": "r2", "messages": [], "resume": resume or []}
+    return await http.post("/api/ag-ui", json=body)
+
+
+async def send_a2a(
+    server: LiveServer, http: httpx.AsyncClient, session_id: str, part: dict[str, Any], *, answering: bool
+) -> httpx.Response:
+    """A2A ``message/send`` of one part in the conversation's context (``answering``: to its turn's task,
+    named by the turn's first stored message)."""
+    message = {"role": "user", "messageId": "m2" if answering else "m1", "contextId": session_id}
+    if answering:
+        stored = await (await server.app.state.toolwire.store()).raw_messages(session_id)
+        message["taskId"] = f"{session_id}/{stored[0].id}"
+    message["parts"] = [part]
+    rpc = {
+        "jsonrpc": "2.0",
+        "id": 2 if answering else 1,
+        "method": "message/send",
+        "params": {"message": message},
+    }
+    return await http.post("/a2a", json=rpc)
+
+
 # -- starting a turn that pauses ---------------------------------------------------------------------
 
 
@@ -56,30 +96,15 @@ async def start_native(server: LiveServer, http: httpx.AsyncClient, session_id: 
 
 
 async def start_ag_ui(server: LiveServer, http: httpx.AsyncClient, session_id: str, order: str) -> None:
-    body = {
-        "threadId": session_id,
-        "runId": "r1",
-        "messages": [{"id": "m1", "role": "user", "content": f"refund {order}"}],
-        "tools": [],
-        "context": [],
-        "state": {},
-        "forwardedProps": {},
-    }
-    response = await http.post("/api/ag-ui", json=body)
+    response = await post_ag_ui(http, session_id, prompt=f"refund {order}")
     assert response.status_code == 200, response.text
     finished = [f["data"] for f in parse_sse(response.text) if f["data"]["type"] == "RUN_FINISHED"]
     assert finished[0]["outcome"]["type"] == "interrupt"
 
 
 async def start_a2a(server: LiveServer, http: httpx.AsyncClient, session_id: str, order: str) -> None:
-    message = {
-        "role": "user",
-        "messageId": "m1",
-        "contextId": session_id,
-        "parts": [{"kind": "text", "text": f"refund {order}"}],
-    }
-    response = await http.post(
-        "/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+    response = await send_a2a(
+        server, http, session_id, {"kind": "text", "text": f"refund {order}"}, answering=False
     )
     assert response.json()["result"]["status"]["state"] == "input-required", response.text
 
@@ -115,28 +140,18 @@ async def answer_ai_sdk(server: LiveServer, http: httpx.AsyncClient, session_id:
 
 
 async def answer_a2a(server: LiveServer, http: httpx.AsyncClient, session_id: str, order: str) -> None:
-    stored = await (await server.app.state.toolwire.store()).raw_messages(session_id)
-    message = {
-        "role": "user",
-        "messageId": "m2",
-        "contextId": session_id,
-        "taskId": f"{session_id}/{stored[0].id}",
-        "parts": [{"kind": "data", "data": {"approvals": {"call_r": True}}}],
-    }
-    response = await http.post(
-        "/a2a", json={"jsonrpc": "2.0", "id": 2, "method": "message/send", "params": {"message": message}}
+    response = await send_a2a(
+        server, http, session_id, {"kind": "data", "data": {"approvals": {"call_r": True}}}, answering=True
     )
     assert response.json()["result"]["status"]["state"] == "completed", response.text
 
 
 async def answer_ag_ui(server: LiveServer, http: httpx.AsyncClient, session_id: str, order: str) -> None:
-    body = {
-        "threadId": session_id,
-        "runId": "r2",
-        "messages": [],
-        "resume": [{"interruptId": "call_r", "status": "resolved", "payload": {"approved": True}}],
-    }
-    response = await http.post("/api/ag-ui", json=body)
+    response = await post_ag_ui(
+        http,
+        session_id,
+        resume=[{"interruptId": "call_r", "status": "resolved", "payload": {"approved": True}}],
+    )
     assert response.status_code == 200, response.text
     finished = [f["data"] for f in parse_sse(response.text) if f["data"]["type"] == "RUN_FINISHED"]
     assert finished[0]["outcome"] == {"type": "success"}

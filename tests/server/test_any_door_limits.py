@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from tests.server.test_any_door import Door, _settled
+from tests.server.test_any_door import Door, _settled, post_ag_ui, send_a2a
 from tests.server.test_mcp_server import TOKENS, http_session
 from toolwire import Agent, TextPart, ToolCallPart, UsageLimits
 from toolwire.messages import Part
@@ -84,28 +84,16 @@ async def answer_ai_sdk(server: LiveServer, http: httpx.AsyncClient, session_id:
 
 async def answer_ag_ui(server: LiveServer, http: httpx.AsyncClient, session_id: str, _: str) -> None:
     held = await _held(server, session_id)
-    body = {
-        "threadId": session_id,
-        "runId": "r2",
-        "messages": [],
-        "resume": [{"interruptId": held, "status": "resolved", "payload": {"approved": True}}],
-    }
-    response = await http.post("/api/ag-ui", json=body)
+    response = await post_ag_ui(
+        http, session_id, resume=[{"interruptId": held, "status": "resolved", "payload": {"approved": True}}]
+    )
     assert response.status_code == 200, response.text
 
 
 async def answer_a2a(server: LiveServer, http: httpx.AsyncClient, session_id: str, _: str) -> None:
     held = await _held(server, session_id)
-    stored = await (await server.app.state.toolwire.store()).raw_messages(session_id)
-    message = {
-        "role": "user",
-        "messageId": "m2",
-        "contextId": session_id,
-        "taskId": f"{session_id}/{stored[0].id}",
-        "parts": [{"kind": "data", "data": {"approvals": {held: True}}}],
-    }
-    response = await http.post(
-        "/a2a", json={"jsonrpc": "2.0", "id": 2, "method": "message/send", "params": {"message": message}}
+    response = await send_a2a(
+        server, http, session_id, {"kind": "data", "data": {"approvals": {held: True}}}, answering=True
     )
     assert response.json()["result"]["status"]["state"] == "completed", response.text
 

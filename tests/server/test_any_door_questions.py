@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 from mcp.types import ElicitResult
 
-from tests.server.test_any_door import Door, _content, _settled
+from tests.server.test_any_door import Door, _content, _settled, post_ag_ui, send_a2a
 from tests.server.test_mcp_server import TOKENS, http_session
 from toolwire import Agent, TextPart, ToolCallPart
 from toolwire.messages import Part
@@ -67,16 +67,7 @@ async def start_ai_sdk(server: LiveServer, http: httpx.AsyncClient, session_id: 
 
 
 async def start_ag_ui(server: LiveServer, http: httpx.AsyncClient, session_id: str, place: str) -> None:
-    body = {
-        "threadId": session_id,
-        "runId": "r1",
-        "messages": [{"id": "m1", "role": "user", "content": f"book {place}"}],
-        "tools": [],
-        "context": [],
-        "state": {},
-        "forwardedProps": {},
-    }
-    response = await http.post("/api/ag-ui", json=body)
+    response = await post_ag_ui(http, session_id, prompt=f"book {place}")
     assert response.status_code == 200, response.text
     [finished] = [f["data"] for f in parse_sse(response.text) if f["data"]["type"] == "RUN_FINISHED"]
     [interrupt] = finished["outcome"]["interrupts"]
@@ -86,14 +77,8 @@ async def start_ag_ui(server: LiveServer, http: httpx.AsyncClient, session_id: s
 
 
 async def start_a2a(server: LiveServer, http: httpx.AsyncClient, session_id: str, place: str) -> None:
-    message = {
-        "role": "user",
-        "messageId": "m1",
-        "contextId": session_id,
-        "parts": [{"kind": "text", "text": f"book {place}"}],
-    }
-    response = await http.post(
-        "/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+    response = await send_a2a(
+        server, http, session_id, {"kind": "text", "text": f"book {place}"}, answering=False
     )
     status = response.json()["result"]["status"]
     assert status["state"] == "input-required", response.text
@@ -135,29 +120,21 @@ async def answer_ai_sdk(server: LiveServer, http: httpx.AsyncClient, session_id:
 
 
 async def answer_ag_ui(server: LiveServer, http: httpx.AsyncClient, session_id: str, place: str) -> None:
-    body = {
-        "threadId": session_id,
-        "runId": "r2",
-        "messages": [],
-        "resume": [{"interruptId": "call_b", "status": "resolved", "payload": _answer(place)}],
-    }
-    response = await http.post("/api/ag-ui", json=body)
+    response = await post_ag_ui(
+        http, session_id, resume=[{"interruptId": "call_b", "status": "resolved", "payload": _answer(place)}]
+    )
     assert response.status_code == 200, response.text
     [finished] = [f["data"] for f in parse_sse(response.text) if f["data"]["type"] == "RUN_FINISHED"]
     assert finished["outcome"] == {"type": "success"}
 
 
 async def answer_a2a(server: LiveServer, http: httpx.AsyncClient, session_id: str, place: str) -> None:
-    stored = await (await server.app.state.toolwire.store()).raw_messages(session_id)
-    message = {
-        "role": "user",
-        "messageId": "m2",
-        "contextId": session_id,
-        "taskId": f"{session_id}/{stored[0].id}",
-        "parts": [{"kind": "data", "data": {"tool_outputs": {"call_b": _answer(place)}}}],
-    }
-    response = await http.post(
-        "/a2a", json={"jsonrpc": "2.0", "id": 2, "method": "message/send", "params": {"message": message}}
+    response = await send_a2a(
+        server,
+        http,
+        session_id,
+        {"kind": "data", "data": {"tool_outputs": {"call_b": _answer(place)}}},
+        answering=True,
     )
     assert response.json()["result"]["status"]["state"] == "completed", response.text
 
