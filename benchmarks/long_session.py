@@ -218,7 +218,8 @@ async def main() -> None:
     parser.add_argument("--modes", default="on,window,off")
     parser.add_argument("--items", type=int, default=ITEMS, help="line items per tool result (18: ~2 KB)")
     args = parser.parse_args()
-    globals()["ITEMS"] = args.items
+    global ITEMS
+    ITEMS = args.items
     print(
         "| family | caching + compaction | turns ok | first failure | input tokens per turn (p50 / max) | "
         "largest request | cache reads from turn 20 | summaries (their cost) | $ per 100 turns | "
