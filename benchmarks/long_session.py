@@ -212,13 +212,13 @@ def steadiness(row: Row) -> str:
 
 
 async def main() -> None:
+    global ITEMS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--families", default="openai,anthropic")
     parser.add_argument("--modes", default="on,window,off")
     parser.add_argument("--items", type=int, default=ITEMS, help="line items per tool result (18: ~2 KB)")
     args = parser.parse_args()
-    global ITEMS
     ITEMS = args.items
     print(
         "| family | caching + compaction | turns ok | first failure | input tokens per turn (p50 / max) | "
